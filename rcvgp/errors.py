@@ -1,0 +1,89 @@
+"""Every exception rcvgp raises on purpose, as one small tree.
+
+::
+
+    RcvgpError
+    ├── ConfigError(ValueError)        a bad experiment file, setting or argument
+    ├── ExpressionError(ValueError)    an expression that does not parse or uses an unknown operator
+    ├── OracleError                    an oracle misbehaved or refused a request
+    │   ├── OutOfLimitsError(ValueError)  a set point outside the described limits
+    │   ├── BudgetExhausted            the measurement budget is spent
+    │   ├── OracleTimeout(TimeoutError) no reply within the deadline
+    │   └── RemoteError                a server replied with an error code
+    └── ProtocolError                  a message that breaks the wire protocol
+
+A user mistake is one of these, with a message that names the problem; anything else is a bug.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "RcvgpError",
+    "ConfigError",
+    "ExpressionError",
+    "OracleError",
+    "OutOfLimitsError",
+    "BudgetExhausted",
+    "OracleTimeout",
+    "RemoteError",
+    "ProtocolError",
+]
+
+
+class RcvgpError(Exception):
+    """Base of every error rcvgp raises on purpose."""
+
+
+class ConfigError(RcvgpError, ValueError):
+    """A bad experiment file, setting or command-line argument."""
+
+
+class ExpressionError(RcvgpError, ValueError):
+    """An expression that does not parse, or uses an operator not in the table."""
+
+
+class OracleError(RcvgpError):
+    """An oracle misbehaved (wrong shape, inf) or refused a request."""
+
+
+class OutOfLimitsError(OracleError, ValueError):
+    """A set point lies outside the limits the oracle described."""
+
+
+class BudgetExhausted(OracleError):
+    """The measurement budget (points or requests) is spent."""
+
+
+class OracleTimeout(OracleError, TimeoutError):
+    """No reply from an oracle within the deadline."""
+
+
+class RemoteError(OracleError):
+    """A server answered with an error reply.
+
+    Parameters
+    ----------
+    code : str
+        The protocol's stable error code, e.g. ``OUT_OF_LIMITS``.
+    message : str
+        The server's human-readable message.
+    retryable : bool
+        Whether the same request may succeed if sent again.
+    details : dict
+        Machine-readable details given by the server.
+    """
+
+    def __init__(
+        self, code: str, message: str, retryable: bool = False, details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+        self.details = dict(details or {})
+
+
+class ProtocolError(RcvgpError):
+    """A message that breaks the wire protocol (framing, header, version)."""
