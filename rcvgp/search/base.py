@@ -1,0 +1,166 @@
+"""Value objects shared by every search: settings, progress reports, candidates and results."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rcvgp.errors import ConfigError
+from rcvgp.operators import resolve_operators
+
+__all__ = ["METHODS", "OPTIMIZERS", "SearchConfig", "Progress", "Candidate", "SearchResult", "ProgressCallback"]
+
+#: The searches, by the names experiment files and the CLI use.
+METHODS = ("racing", "cvgp", "cvgp-all", "gp")
+
+#: Constant optimisers, by the names settings use (scipy.optimize under the hood).
+OPTIMIZERS = ("BFGS", "CG", "Nelder-Mead", "L-BFGS-B", "basinhopping", "shgo", "dual_annealing", "direct")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Settings of a search; the defaults are the paper's.
+
+    ``operators`` empty means "the oracle's hint, else the default set". Budgets of ``None``
+    are unlimited; a spent budget ends the search cleanly with the best expression so far.
+    """
+
+    operators: tuple[str, ...] = ()
+    population: int = 100
+    generations: int = 100  # in total, split over the rounds
+    tournament: int = 2
+    hall_of_fame: int = 25
+    batch: int = 256  # m: points per control-variable trial
+    n_trials: int = 5  # K
+    p_mutate: float = 0.5
+    p_mate: float = 0.5
+    eps_loss: float = 1e-3  # FreezeEquation: every trial's NMSE <= this freezes the structure
+    eps_const: float = 1e-3  # a constant whose relative spread over trials is <= this is standalone
+    optimizer: str = "BFGS"
+    max_size: int = 64  # most nodes in one expression
+    max_depth: int = 12
+    n_validation: int = 256
+    n_test: int = 256
+    max_points: int | None = None
+    max_requests: int | None = None
+    max_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "operators", tuple(resolve_operators(self.operators)) if self.operators else ())
+        positive_ints = ("population", "generations", "tournament", "hall_of_fame", "batch", "n_trials",
+                         "max_size", "max_depth", "n_validation", "n_test")
+        for name in positive_ints:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"search setting `{name}` must be an integer >= 1, got {value!r}")
+        for name in ("p_mutate", "p_mate"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise ConfigError(f"search setting `{name}` must be a probability in [0, 1], got {value!r}")
+        for name in ("eps_loss", "eps_const"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not value >= 0 or not math.isfinite(value):
+                raise ConfigError(f"search setting `{name}` must be a finite number >= 0, got {value!r}")
+        if self.optimizer not in OPTIMIZERS:
+            import difflib
+
+            close = difflib.get_close_matches(self.optimizer, OPTIMIZERS, n=1)
+            hint = f"; did you mean `{close[0]}`?" if close else ""
+            raise ConfigError(
+                f"search setting `optimizer`: unknown optimizer {self.optimizer!r}{hint} "
+                f"(one of {', '.join(OPTIMIZERS)})"
+            )
+        for name in ("max_points", "max_requests"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigError(f"budget `{name}` must be an integer >= 1 or unset, got {value!r}")
+        if self.max_seconds is not None and not (
+            isinstance(self.max_seconds, (int, float)) and self.max_seconds > 0
+        ):
+            raise ConfigError(f"budget `max_seconds` must be > 0 or unset, got {self.max_seconds!r}")
+
+    def replace(self, **changes: Any) -> SearchConfig:
+        """A copy with some settings changed (validated again)."""
+        data = asdict(self)
+        data.update(changes)
+        return SearchConfig(**data)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A report the search makes as it goes (after each generation)."""
+
+    method: str
+    round: int  # 1-based; 0 while building the initial pools
+    n_rounds: int
+    generation: int
+    best_nmse: float  # best validation-free training NMSE seen so far (mean over trials)
+    points: int
+    requests: int
+    elapsed: float
+
+
+#: Called with each Progress; returning True asks the search to stop with the best so far.
+ProgressCallback = Callable[[Progress], "bool | None"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One discovered expression, with the schedule of controlled sets that led to it."""
+
+    expression: str  # plain text, simplified
+    latex: str
+    sympy_expr: Any  # a sympy.Expr over symbols x0..x{n-1} (or the oracle's variable names)
+    schedule: tuple[tuple[str, ...], ...]  # controlled variable names per round, last is ()
+    nmse_validation: float
+    size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "expression": self.expression,
+            "latex": self.latex,
+            "schedule": [list(s) for s in self.schedule],
+            "nmse_validation": self.nmse_validation,
+            "size": self.size,
+        }
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What a search returns: the chosen expression scored once on fresh test data."""
+
+    method: str
+    seed: int
+    best: Candidate
+    hall_of_fame: tuple[Candidate, ...]
+    test_metrics: dict[str, float]  # mse, nmse, rmse, nrmse, r2 on n_test fresh points
+    points_measured: int
+    requests: int
+    points_failed: int  # points the oracle returned as NaN
+    wall_seconds: float
+    stopped: str  # "completed", "budget", "time", "interrupted"
+    config: SearchConfig = field(default_factory=SearchConfig)
+
+    @property
+    def nmse_test(self) -> float:
+        return self.test_metrics["nmse"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "seed": self.seed,
+            "expression": self.best.expression,
+            "latex": self.best.latex,
+            "schedule": [list(s) for s in self.best.schedule],
+            "nmse_test": self.test_metrics["nmse"],
+            "test_metrics": dict(self.test_metrics),
+            "points_measured": self.points_measured,
+            "requests": self.requests,
+            "points_failed": self.points_failed,
+            "wall_seconds": self.wall_seconds,
+            "stopped": self.stopped,
+            "hall_of_fame": [c.to_dict() for c in self.hall_of_fame],
+            "config": asdict(self.config),
+        }
