@@ -1,0 +1,1 @@
+"""The benchmark catalog (one YAML file per group), installed as ``rcvgp.catalog``."""

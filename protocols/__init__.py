@@ -1,0 +1,1 @@
+"""The wire protocol specification, installed as ``rcvgp.protocols`` so the conformance kit can read it."""
