@@ -175,7 +175,7 @@ def parse_expression(text: str, names: Sequence[str]) -> sympy.Expr:
     """
     if not isinstance(text, str) or not text.strip():
         raise ExpressionError("the expression is empty: give a formula such as `x0*sin(x1)`")
-    symbols = {str(n): sympy.Symbol(str(n), real=True) for n in names}
+    symbols = {str(n): sympy.Symbol(str(n)) for n in names}
     for n in symbols:
         if n in EXPRESSION_FUNCTIONS or n in _EXPRESSION_CONSTANTS or not n.isidentifier():
             raise ExpressionError(f"variable name {n!r} is not a usable identifier or clashes with a built-in name")

@@ -68,7 +68,7 @@ def convert_entry(eq: dict[str, Any], prefix: str) -> list[str]:
     for note in notes:
         m = NONFINITE.search(note)
         if m:
-            fraction = float(m.group(1)) / 100.0
+            fraction = round(float(m.group(1)) / 100.0, 6)
     lines = [
         f"  - id: {_q(prefix + '/' + _eq_key(str(eq['paper_eq_id'])))}",
         f"    paper_eq_id: {_q(str(eq['paper_eq_id']))}",

@@ -1,0 +1,455 @@
+"""Simulated oracles: a ground-truth expression plus a noise model, served as a :class:`DataOracle`.
+
+:class:`SimulatedOracle` evaluates a catalog entry (:meth:`SimulatedOracle.from_benchmark`) or any
+expression a user gives with variable ranges (:meth:`SimulatedOracle.from_expression`). It
+behaves like a rig: set points are checked against the declared limits first; a point where the
+truth is NaN or infinite (outside the function's domain, or an overflow) comes back as NaN --
+the oracle's rule for "could not measure" -- and is counted in :attr:`points_failed`; optional
+random point failures and a latency per request let a slow or flaky rig be rehearsed.
+
+Noise is off by default (as in the paper). :class:`Noise` describes it: Gaussian additive with an
+absolute standard deviation, Gaussian additive relative to the std of y over the declared ranges,
+or multiplicative. Every random draw comes from one ``numpy.random.Generator`` seeded at
+construction, so a run is reproducible from its seed.
+
+The ground truth never leaves the oracle through the interface: :meth:`describe`, the repr, the
+pickled state's printed form and every error message hold no trace of it. :meth:`reveal` gives it
+on purpose (``rcvgp oracles show --reveal``, the runner's exact-recovery check).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import sympy
+
+from rcvgp.benchmarks import Benchmark, get_benchmark, parse_expression
+from rcvgp.errors import ConfigError, ExpressionError
+from rcvgp.operators import resolve_operators
+from rcvgp.oracle import DataOracle, OracleSpec, Output, Variable, check_limits, check_reply, design_points
+
+__all__ = ["NOISE_KINDS", "Noise", "SimulatedOracle", "REFERENCE_POINTS", "REFERENCE_SEED"]
+
+#: Noise models a simulated oracle knows.
+NOISE_KINDS = ("none", "additive", "relative", "multiplicative")
+
+#: Size and seed of the fixed sample of the declared ranges on which the std of y is estimated
+#: (for ``relative`` noise). Fixed, so the noise level is a property of the equation and its
+#: ranges, not of the user's seed or of what a batch happens to hold.
+REFERENCE_POINTS = 4096
+REFERENCE_SEED = 20230817
+
+
+@dataclass(frozen=True)
+class Noise:
+    """A measurement-noise model; ``z`` below is a standard normal draw per point.
+
+    - ``none``: ``y`` (``scale`` must be 0)
+    - ``additive``: ``y + scale * z`` (absolute std)
+    - ``relative``: ``y + scale * std(y) * z``, where ``std(y)`` is the std of the truth over the
+      declared ranges (estimated once on a fixed sample; see :data:`REFERENCE_POINTS`)
+    - ``multiplicative``: ``y * (1 + scale * z)``
+
+    Parameters
+    ----------
+    kind : {'none', 'additive', 'relative', 'multiplicative'}
+    scale : float
+        Non-negative and finite.
+    """
+
+    kind: str = "none"
+    scale: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in NOISE_KINDS:
+            import difflib
+
+            close = difflib.get_close_matches(str(self.kind), NOISE_KINDS, n=1)
+            hint = f"; did you mean `{close[0]}`?" if close else ""
+            raise ConfigError(f"noise kind {self.kind!r} is not one of {', '.join(NOISE_KINDS)}{hint}")
+        if isinstance(self.scale, bool) or not isinstance(self.scale, (int, float, np.floating, np.integer)):
+            raise ConfigError(f"noise scale must be a number, got {self.scale!r}")
+        scale = float(self.scale)
+        if not math.isfinite(scale) or scale < 0:
+            raise ConfigError(f"noise scale must be finite and >= 0, got {self.scale!r}")
+        if self.kind == "none" and scale != 0:
+            raise ConfigError(f"noise kind 'none' takes scale 0, got {scale:g}; did you mean `additive:{scale:g}`?")
+        object.__setattr__(self, "scale", scale)
+
+    @classmethod
+    def parse(cls, spec: Noise | str | Mapping[str, Any] | None) -> Noise:
+        """A :class:`Noise` from ``None``, ``"none"``, ``"relative:0.01"`` or ``{"kind": ..., "scale": ...}``."""
+        if spec is None:
+            return cls()
+        if isinstance(spec, Noise):
+            return spec
+        if isinstance(spec, str):
+            kind, sep, scale = spec.strip().partition(":")
+            if not sep:
+                if kind == "none":
+                    return cls()
+                raise ConfigError(f"noise {spec!r}: write KIND:SCALE, e.g. `relative:0.01`, or `none`")
+            try:
+                value = float(scale)
+            except ValueError:
+                raise ConfigError(f"noise {spec!r}: scale {scale!r} is not a number") from None
+            return cls(kind.strip(), value)
+        if isinstance(spec, Mapping):
+            unknown = set(spec) - {"kind", "scale"}
+            if unknown:
+                raise ConfigError(f"noise: unknown key(s) {', '.join(sorted(map(str, unknown)))} (known: kind, scale)")
+            return cls(str(spec.get("kind", "none")), spec.get("scale", 0.0))
+        raise ConfigError(f"noise must be None, a Noise, 'KIND:SCALE' or a mapping, got {type(spec).__name__}")
+
+    def apply(self, y: np.ndarray, rng: np.random.Generator, y_std: float = 1.0) -> np.ndarray:
+        """Noisy copy of ``y``; draws ``len(y)`` normals unless the kind is ``none``.
+
+        Parameters
+        ----------
+        y : ndarray of shape (n_samples,)
+        rng : numpy.random.Generator
+        y_std : float
+            The std of y over the declared ranges (used by ``relative``).
+        """
+        if self.kind == "none":
+            return y
+        z = rng.standard_normal(y.shape[0])
+        if self.kind == "additive":
+            return y + self.scale * z
+        if self.kind == "relative":
+            return y + (self.scale * y_std) * z
+        return y * (1.0 + self.scale * z)
+
+    def __str__(self) -> str:
+        return "none" if self.kind == "none" else f"{self.kind}:{self.scale:g}"
+
+
+def _coerce_variables(variables: Any) -> tuple[Variable, ...]:
+    """Variables from Variable objects, dicts, or a mapping ``name -> (low, high)`` / dict."""
+    out: list[Variable] = []
+    if isinstance(variables, Mapping):
+        for name, spec in variables.items():
+            if isinstance(spec, Variable):
+                out.append(spec)
+            elif isinstance(spec, Mapping):
+                out.append(Variable.from_dict({"name": name, **spec}))
+            elif isinstance(spec, Sequence) and len(spec) == 2:
+                out.append(Variable(str(name), float(spec[0]), float(spec[1])))
+            else:
+                raise ConfigError(f"variable {name}: expected (low, high) or a mapping, got {spec!r}")
+    elif isinstance(variables, Sequence) and not isinstance(variables, str):
+        for i, v in enumerate(variables):
+            if isinstance(v, Variable):
+                out.append(v)
+            elif isinstance(v, Mapping):
+                try:
+                    out.append(Variable.from_dict(v))
+                except KeyError as exc:
+                    raise ConfigError(f"variables[{i}]: missing key {exc.args[0]!r}") from None
+            else:
+                raise ConfigError(f"variables[{i}]: expected a Variable or a mapping, got {type(v).__name__}")
+    else:
+        raise ConfigError(f"variables must be a list or a mapping of name -> range, got {type(variables).__name__}")
+    if not out:
+        raise ConfigError("an oracle needs at least one variable")
+    return tuple(out)
+
+
+class SimulatedOracle(DataOracle):
+    """An in-process oracle that evaluates a hidden ground-truth expression.
+
+    Prefer the constructors :meth:`from_benchmark` and :meth:`from_expression`.
+
+    Parameters
+    ----------
+    expression : str
+        The ground truth over the variables' names (syntax: :func:`rcvgp.benchmarks.parse_expression`).
+    variables : sequence of Variable
+        Inputs in column order, with limits and sampling distributions.
+    operators : sequence of str
+        Operator-set hint passed on in :meth:`describe` (validated; ``const`` allowed).
+    name : str
+        The identity in :meth:`describe` and errors. Never put the expression in it.
+    noise : Noise, str, mapping or None
+        See :class:`Noise`; off by default.
+    seed : int, numpy.random.Generator or None
+        Seeds every random draw (noise, simulated failures).
+    latency : float
+        Seconds each ``measure`` request sleeps, to rehearse a slow rig.
+    latency_per_point : float
+        Extra seconds per measured row.
+    fail_rate : float
+        Probability in [0, 1) that a point fails at random (comes back NaN), as on a real rig.
+    max_rows : int
+        Most rows per request.
+    output : Output
+        The measured quantity's name and unit.
+
+    Attributes
+    ----------
+    requests, points_measured, points_failed : int
+        Counters over the oracle's life; ``points_failed`` counts the NaN points returned
+        (outside the truth's domain, overflow, or simulated failure).
+    last_failed : int
+        NaN points in the last reply.
+    y_std : float or None
+        The std of the truth on the declared ranges (computed for ``relative`` noise only).
+    """
+
+    def __init__(
+        self,
+        expression: str,
+        variables: Sequence[Variable],
+        *,
+        operators: Sequence[str] = (),
+        name: str = "sim:expression",
+        noise: Noise | str | Mapping[str, Any] | None = None,
+        seed: int | np.random.Generator | None = None,
+        latency: float = 0.0,
+        latency_per_point: float = 0.0,
+        fail_rate: float = 0.0,
+        max_rows: int = 100_000,
+        output: Output | None = None,
+    ) -> None:
+        variables = _coerce_variables(variables)
+        operators = tuple(str(o) for o in operators)
+        if operators:
+            resolve_operators(operators)
+        self._spec = OracleSpec(
+            variables=variables,
+            output=output or Output(),
+            max_rows=int(max_rows),
+            name=str(name),
+            operators=operators,
+        )
+        self._expression = str(expression)
+        self._fn = self._compile(self._expression, self._spec.variables)
+        self.noise = Noise.parse(noise)
+        for label, value in (("latency", latency), ("latency_per_point", latency_per_point)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ConfigError(f"{label} must be a finite number of seconds >= 0, got {value!r}")
+        if not (isinstance(fail_rate, (int, float)) and 0.0 <= fail_rate < 1.0):
+            raise ConfigError(f"fail_rate must be a probability in [0, 1), got {fail_rate!r}")
+        self.latency = float(latency)
+        self.latency_per_point = float(latency_per_point)
+        self.fail_rate = float(fail_rate)
+        self.seed = seed if isinstance(seed, (int, np.integer)) or seed is None else None
+        self._rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        self.requests = 0
+        self.points_measured = 0
+        self.points_failed = 0
+        self.last_failed = 0
+        self.y_std: float | None = self._reference_std() if self.noise.kind == "relative" else None
+
+    # -- constructors --------------------------------------------------------------------------
+
+    @classmethod
+    def from_benchmark(
+        cls,
+        bench_or_id: Benchmark | str,
+        *,
+        noise: Noise | str | Mapping[str, Any] | None = None,
+        seed: int | np.random.Generator | None = None,
+        latency: float = 0.0,
+        latency_per_point: float = 0.0,
+        fail_rate: float = 0.0,
+        max_rows: int = 100_000,
+    ) -> SimulatedOracle:
+        """The simulated oracle of a catalog entry, named ``sim:<id>``.
+
+        Parameters
+        ----------
+        bench_or_id : Benchmark or str
+            A :class:`~rcvgp.benchmarks.Benchmark` or a catalog id such as ``feynman/I.8.14``.
+
+        Other parameters are those of :class:`SimulatedOracle`.
+
+        Raises
+        ------
+        ConfigError
+            For an unknown id (with the closest ids) or bad options.
+        """
+        bench = bench_or_id if isinstance(bench_or_id, Benchmark) else get_benchmark(str(bench_or_id))
+        return cls(
+            bench.expression,
+            bench.variables,
+            operators=bench.operators,
+            name=f"sim:{bench.id}",
+            noise=noise,
+            seed=seed,
+            latency=latency,
+            latency_per_point=latency_per_point,
+            fail_rate=fail_rate,
+            max_rows=max_rows,
+        )
+
+    @classmethod
+    def from_expression(
+        cls,
+        expression: str,
+        variables: Sequence[Variable] | Sequence[Mapping[str, Any]] | Mapping[str, Any],
+        *,
+        operators: Sequence[str] = (),
+        name: str = "sim:expression",
+        noise: Noise | str | Mapping[str, Any] | None = None,
+        seed: int | np.random.Generator | None = None,
+        latency: float = 0.0,
+        latency_per_point: float = 0.0,
+        fail_rate: float = 0.0,
+        max_rows: int = 100_000,
+        output: Output | None = None,
+    ) -> SimulatedOracle:
+        """A simulated oracle for a user's expression and variable ranges.
+
+        Parameters
+        ----------
+        expression : str
+            E.g. ``"x0*sin(x1) + 2.5"`` or, with named variables, ``"m*g*h"``.
+        variables : sequence of Variable or dict, or mapping of name to (low, high) or dict
+            The inputs in column order, e.g. ``{"x0": (0.1, 10), "x1": {"low": 1, "high": 2,
+            "dist": "loguniform"}}``.
+
+        Other parameters are those of :class:`SimulatedOracle`.
+
+        Raises
+        ------
+        ExpressionError
+            If the expression does not parse or uses a name that is not a variable.
+        ConfigError
+            For bad variables (e.g. low >= high) or options.
+        """
+        return cls(
+            expression,
+            _coerce_variables(variables),
+            operators=operators,
+            name=name,
+            noise=noise,
+            seed=seed,
+            latency=latency,
+            latency_per_point=latency_per_point,
+            fail_rate=fail_rate,
+            max_rows=max_rows,
+            output=output,
+        )
+
+    # -- the DataOracle interface ------------------------------------------------------------
+
+    def describe(self) -> OracleSpec:
+        """Variables, limits, distributions, output and operator hint; never the equation."""
+        return self._spec
+
+    def measure(self, X: np.ndarray) -> np.ndarray:
+        """Evaluate the truth at the set points, add noise, return NaN where it could not measure.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_vars)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,)
+            NaN at points where the truth is NaN/inf (or the noisy value overflows) and at
+            simulated failures; their number is in :attr:`last_failed`.
+
+        Raises
+        ------
+        OutOfLimitsError
+            For a set point outside the declared limits (nothing is measured).
+        OracleError
+            For a wrong shape, too many rows or non-finite set points.
+        """
+        X = check_limits(self._spec, X)
+        n = X.shape[0]
+        delay = self.latency + self.latency_per_point * n
+        if delay > 0:
+            time.sleep(delay)
+        with np.errstate(all="ignore"):
+            y = self._evaluate(X)
+            y = self.noise.apply(y, self._rng, self.y_std if self.y_std is not None else 1.0)
+            if self.fail_rate > 0:
+                y = np.where(self._rng.random(n) < self.fail_rate, np.nan, y)
+        y = np.where(np.isfinite(y), y, np.nan)
+        failed = int(np.isnan(y).sum())
+        self.requests += 1
+        self.points_measured += n
+        self.points_failed += failed
+        self.last_failed = failed
+        return check_reply(y, n, self._spec.name)
+
+    # -- the truth, on purpose only ------------------------------------------------------------
+
+    def reveal(self) -> str:
+        """The ground-truth expression (for ``--reveal`` and exact-recovery checks only)."""
+        return self._expression
+
+    def truth(self, X: np.ndarray) -> np.ndarray:
+        """The noiseless truth at X, NaN where it is not finite; no limits check, no counters.
+
+        For tests and for scoring a result; a search must use :meth:`measure`.
+        """
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self._spec.n_vars:
+            raise ConfigError(f"{self._spec.name}: X must have shape (n_samples, {self._spec.n_vars}), got {X.shape}")
+        with np.errstate(all="ignore"):
+            y = self._evaluate(X)
+        return np.where(np.isfinite(y), y, np.nan)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _compile(expression: str, variables: Sequence[Variable]) -> Callable[..., Any]:
+        names = [v.name for v in variables]
+        expr = parse_expression(expression, names)
+        unknown = sorted(str(s) for s in expr.free_symbols if str(s) not in names)
+        if unknown:  # parse_expression already refuses these; kept as a guard
+            raise ExpressionError(f"the expression uses undeclared variable(s) {', '.join(unknown)}")
+        symbols = [sympy.Symbol(n) for n in names]
+        return sympy.lambdify(symbols, expr, modules="numpy")  # type: ignore[no-any-return]
+
+    def _evaluate(self, X: np.ndarray) -> np.ndarray:
+        out = self._fn(*(X[:, j] for j in range(X.shape[1])))
+        y = np.asarray(out)
+        if np.iscomplexobj(y):  # not expected with numpy functions; treat as not measurable
+            y = np.where(np.imag(y) == 0, np.real(y), np.nan)
+        y = np.asarray(y, dtype=np.float64)
+        return np.array(np.broadcast_to(y, (X.shape[0],)), dtype=np.float64)
+
+    def _reference_std(self) -> float:
+        X = design_points(self._spec, REFERENCE_POINTS, np.random.default_rng(REFERENCE_SEED))
+        with np.errstate(all="ignore"):
+            y = self._evaluate(X)
+        y = y[np.isfinite(y)]
+        if y.size < 2:
+            raise ConfigError(
+                f"{self._spec.name}: relative noise needs finite outputs on the declared ranges; use additive noise"
+            )
+        peak = float(np.max(np.abs(y)))
+        std = peak * float(np.std(y / peak)) if peak > 0 else 0.0  # scaled: no overflow near 1e308
+        if not (std > 0 and math.isfinite(std)):
+            raise ConfigError(
+                f"{self._spec.name}: relative noise needs y to vary on the declared ranges; use additive noise"
+            )
+        return std
+
+    def __repr__(self) -> str:
+        seed = "<Generator>" if self.seed is None and isinstance(self._rng, np.random.Generator) else self.seed
+        return (
+            f"SimulatedOracle(name={self._spec.name!r}, n_vars={self._spec.n_vars}, "
+            f"noise={str(self.noise)!r}, seed={seed!r})"
+        )
+
+    __str__ = __repr__
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_fn"]  # a lambdified function does not pickle; rebuilt from the expression
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._fn = self._compile(self._expression, self._spec.variables)
