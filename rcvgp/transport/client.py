@@ -1,0 +1,423 @@
+"""The client side of protocol v1: :class:`ZmqOracle`, a DataOracle for a remote endpoint.
+
+Requests go through a :class:`Channel`, a DEALER socket used the "lazy pirate" way: every
+request has a timeout; when it expires the socket is closed with LINGER 0 (dropping anything
+queued, so nothing is replayed when a server returns), a new one is opened, and the *same*
+request (same id) is sent again, with a growing timeout, until a total deadline. Replies are
+matched by request id, so a late reply can never be taken for the answer to another request.
+Because the server answers a repeated ``measure`` id from its reply cache, a retry never
+measures twice. Error replies become typed exceptions (:class:`~rcvgp.errors.RemoteError`,
+:class:`RemoteOutOfLimits`), no reply within the deadline becomes
+:class:`~rcvgp.errors.OracleTimeout`; a changed ``server_session`` is noticed as a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import zmq
+
+from rcvgp.errors import ConfigError, OracleError, OracleTimeout, OutOfLimitsError, ProtocolError, RemoteError
+from rcvgp.oracle import DataOracle, OracleSpec, check_reply
+from rcvgp.transport import codec
+
+__all__ = ["Channel", "ZmqOracle", "RemoteOutOfLimits", "remote_error"]
+
+log = logging.getLogger("rcvgp.transport.client")
+
+
+class RemoteOutOfLimits(RemoteError, OutOfLimitsError):
+    """The server refused a set point outside the limits (code OUT_OF_LIMITS); nothing was measured."""
+
+
+def remote_error(error: Mapping[str, Any]) -> RemoteError:
+    """The exception for the ``"error"`` object of an error reply."""
+    code = str(error.get("code", "INTERNAL"))
+    message = str(error.get("message", ""))
+    retryable = bool(error.get("retryable", codec.ERROR_CODES.get(code, False)))
+    details = error.get("details") if isinstance(error.get("details"), dict) else {}
+    cls = RemoteOutOfLimits if code == "OUT_OF_LIMITS" else RemoteError
+    return cls(code, message, retryable, details)
+
+
+def _load_public_key(key: str | bytes | os.PathLike[str]) -> bytes:
+    if isinstance(key, bytes) and len(key) == 40:
+        return key
+    import zmq.auth as zauth
+
+    pub, _ = zauth.load_certificate(os.fspath(key))
+    return pub
+
+
+class Channel:
+    """A lazy-pirate request channel to one endpoint (frames in, frames out, no interpretation).
+
+    Parameters
+    ----------
+    address : str
+        The server's endpoint, e.g. ``tcp://127.0.0.1:5555``.
+    curve_server_key : path or bytes, optional
+        The server's public key (``server.key`` file or its 40-character Z85 text).
+    curve_client_key : path, optional
+        This client's key pair file (``*.key_secret``); a fresh key pair is made when omitted
+        and ``curve_server_key`` is given (fine when the server accepts any client).
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        curve_server_key: str | bytes | os.PathLike[str] | None = None,
+        curve_client_key: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if not isinstance(address, str) or "://" not in address:
+            raise ConfigError(f"address must be a ZeroMQ endpoint such as tcp://127.0.0.1:5555, got {address!r}")
+        self.address = address
+        self._curve: tuple[bytes, bytes, bytes] | None = None
+        if curve_server_key is not None:
+            server_pub = _load_public_key(curve_server_key)
+            if curve_client_key is not None:
+                import zmq.auth as zauth
+
+                pub, sec = zauth.load_certificate(os.fspath(curve_client_key))
+                if sec is None:
+                    raise ConfigError(f"{curve_client_key}: no secret key in this file; give the client's *.key_secret file")
+            else:
+                pub, sec = zmq.curve_keypair()
+            self._curve = (server_pub, pub, sec)
+        elif curve_client_key is not None:
+            raise ConfigError("curve_client_key needs curve_server_key (the server's public key)")
+        self._ctx: zmq.Context[Any] | None = zmq.Context()
+        self._sock: zmq.Socket[Any] | None = None
+        self.reconnects = 0
+
+    def _open(self) -> zmq.Socket[Any]:
+        if self._ctx is None:
+            raise OracleError(f"the connection to {self.address} is closed")
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RECONNECT_IVL, 100)
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+        if self._curve is not None:
+            sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = self._curve
+        sock.connect(self.address)
+        return sock
+
+    def _reset(self) -> None:
+        if self._sock is not None:
+            self._sock.close(0)
+            self._sock = None
+            self.reconnects += 1
+
+    def exchange(
+        self,
+        frames: Sequence[Any],
+        request_id: str | None,
+        *,
+        timeout: float,
+        deadline: float | None,
+        backoff: float = 1.5,
+        max_timeout: float = 60.0,
+    ) -> list[bytes]:
+        """Send ``frames`` and return the reply's frames (the envelope removed).
+
+        A reply is accepted only if its header's ``"id"`` equals ``request_id`` (any reply when
+        ``request_id`` is None). On each timeout the socket is replaced and the same frames are
+        sent again, the wait growing by ``backoff`` up to ``max_timeout``, until ``deadline``
+        seconds have passed (None: no total deadline, retry for ever).
+
+        Raises
+        ------
+        OracleTimeout
+            No matching reply before the deadline.
+        """
+        start = time.monotonic()
+        wait = float(timeout)
+        attempt = 0
+        while True:
+            attempt += 1
+            if self._sock is None:
+                self._sock = self._open()
+            self._sock.send_multipart([b"", *frames], copy=False)
+            remaining = None if deadline is None else deadline - (time.monotonic() - start)
+            this_wait = wait if remaining is None else max(0.0, min(wait, remaining))
+            reply = self._receive(request_id, this_wait)
+            if reply is not None:
+                return reply
+            self._reset()  # lazy pirate: a lost reply leaves nothing behind
+            elapsed = time.monotonic() - start
+            if deadline is not None and elapsed >= deadline - 1e-3:
+                raise OracleTimeout(
+                    f"no reply from {self.address} within {elapsed:.1f} s ({attempt} attempt(s), "
+                    f"request id {request_id}); is the server running and reachable"
+                    + (", and does it accept this client's CURVE key?" if self._curve else "?")
+                )
+            log.info("no reply from %s in %.1f s (attempt %d); retrying with request id %s", self.address, this_wait, attempt, request_id)
+            wait = min(wait * backoff, max_timeout)
+
+    def _receive(self, request_id: str | None, wait: float) -> list[bytes] | None:
+        assert self._sock is not None
+        end = time.monotonic() + wait
+        while True:
+            left = end - time.monotonic()
+            if left <= 0 or not self._sock.poll(max(1, int(left * 1000)), zmq.POLLIN):
+                return None
+            msg = self._sock.recv_multipart()
+            body = msg[1:] if msg and msg[0] == b"" else msg
+            if request_id is None:
+                return body
+            try:
+                rid = json.loads(bytes(body[0])).get("id") if body else None
+            except (ValueError, AttributeError):
+                rid = None
+            if rid == request_id:
+                return body
+            log.debug("discarding a late reply (id %r, expected %r)", rid, request_id)
+
+    def close(self) -> None:
+        """Close the socket (LINGER 0: never hangs) and the context."""
+        if self._sock is not None:
+            self._sock.close(0)
+            self._sock = None
+        if self._ctx is not None:
+            self._ctx.term()
+            self._ctx = None
+
+    def __enter__(self) -> Channel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ZmqOracle(DataOracle):
+    """A :class:`~rcvgp.oracle.DataOracle` served by a remote endpoint (protocol v1).
+
+    Parameters
+    ----------
+    address : str
+        The server's endpoint.
+    timeout : float
+        Seconds to wait for one reply before re-sending (it grows by ``backoff`` per attempt).
+        A measurement that lasts longer than this is fine: the re-sent request is matched to
+        the one running, and answered once it completes.
+    deadline : float or None
+        Total seconds one call may take, retries included; None retries for ever (an
+        experiment that must survive a long server outage).
+    backoff, max_timeout : float
+        Growth of the per-attempt wait and its cap.
+    session : str, optional
+        Client session id (default: random). Giving the same session and the same request ids
+        after a client restart lets a journalling server answer from its journal.
+    curve_server_key, curve_client_key
+        CurveZMQ keys, see :class:`Channel`.
+    client_name : str
+        Sent in ``hello``, shown in server logs.
+
+    Attributes
+    ----------
+    server_session : str or None
+        The server's session id from the last reply.
+    restarts : int
+        How many times the server was seen to restart (its session id changed).
+    requests : int
+        Requests made (retries not counted).
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout: float = 10.0,
+        deadline: float | None = 120.0,
+        backoff: float = 1.5,
+        max_timeout: float = 60.0,
+        session: str | None = None,
+        curve_server_key: str | bytes | os.PathLike[str] | None = None,
+        curve_client_key: str | os.PathLike[str] | None = None,
+        client_name: str = "rcvgp.ZmqOracle",
+    ) -> None:
+        if not timeout > 0:
+            raise ConfigError(f"`timeout` must be > 0 seconds, got {timeout!r}")
+        if deadline is not None and not deadline > 0:
+            raise ConfigError(f"`deadline` must be > 0 seconds or None, got {deadline!r}")
+        self.address = address
+        self.timeout = float(timeout)
+        self.deadline = deadline
+        self.backoff = float(backoff)
+        self.max_timeout = float(max_timeout)
+        self.session = session or uuid.uuid4().hex
+        self.client_name = client_name
+        self._channel = Channel(address, curve_server_key=curve_server_key, curve_client_key=curve_client_key)
+        self._counter = 0
+        self._spec: OracleSpec | None = None
+        self.server_info: dict[str, Any] = {}
+        self.server_session: str | None = None
+        self.restarts = 0
+        self.requests = 0
+        self._in_hello = False
+
+    # ---------------------------------------------------------------- requests
+    def next_id(self) -> str:
+        self._counter += 1
+        return str(self._counter)
+
+    def request(
+        self,
+        op: str,
+        params: Mapping[str, Any] | None = None,
+        arrays: Mapping[str, np.ndarray] | None = None,
+        *,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        deadline: float | None | str = "default",
+    ) -> codec.Message:
+        """Send one request (retrying as described) and return the decoded success reply.
+
+        Raises
+        ------
+        RemoteError
+            The server replied with an error (``RemoteOutOfLimits`` for OUT_OF_LIMITS). BUSY is
+            retried with the same id until the deadline first.
+        OracleTimeout
+            No reply before the deadline.
+        ProtocolError
+            The reply breaks the protocol.
+        """
+        rid = request_id or self.next_id()
+        frames = codec.make_request(op, rid, self.session, params, arrays)
+        dl = self.deadline if deadline == "default" else deadline
+        start = time.monotonic()
+        self.requests += 1
+        pause = 0.05
+        while True:
+            left = None if dl is None else float(dl) - (time.monotonic() - start)  # type: ignore[arg-type]
+            if left is not None and left <= 0:
+                raise OracleTimeout(f"{op} request {rid} to {self.address}: deadline of {dl} s spent while the server was busy")
+            reply = self._channel.exchange(
+                frames, rid, timeout=timeout or self.timeout, deadline=left, backoff=self.backoff, max_timeout=self.max_timeout
+            )
+            message = self._decode_reply(reply, op)
+            header = message.header
+            if header.get("ok") is True:
+                return message
+            error = header.get("error")
+            if not isinstance(error, dict):
+                raise ProtocolError(f"{self.address}: error reply without an \"error\" object: {header!r}")
+            exc = remote_error(error)
+            if exc.code == "BUSY" and exc.retryable:
+                time.sleep(pause)
+                pause = min(pause * 2, 2.0)
+                continue
+            raise exc
+
+    def _decode_reply(self, frames: list[bytes], op: str) -> codec.Message:
+        try:
+            message = codec.decode(frames, dtypes=None)
+        except codec.WireError as exc:
+            raise ProtocolError(f"{self.address}: malformed reply to {op}: {exc.message}") from None
+        header = message.header
+        try:
+            major, minor = codec.parse_version(header.get("v"))
+        except codec.WireError:
+            raise ProtocolError(f"{self.address}: reply has no valid \"v\" version field: {header.get('v')!r}") from None
+        if major != codec.PROTOCOL_VERSION[0]:
+            raise RemoteError(
+                "UNSUPPORTED_VERSION",
+                codec.version_mismatch_message((major, minor), we_are="client"),
+                False,
+                {"server_version": header.get("v"), "client_version": codec.VERSION},
+            )
+        session = header.get("server_session")
+        if isinstance(session, str) and session:
+            if self.server_session is not None and session != self.server_session:
+                self.restarts += 1
+                log.warning("server at %s restarted (session %s -> %s)", self.address, self.server_session, session)
+                self.server_session = session
+                if not self._in_hello and self._spec is not None:
+                    self._check_same_oracle()
+            self.server_session = session
+        return message
+
+    def _check_same_oracle(self) -> None:
+        old = self._spec
+        self._spec = None
+        new = self.describe()
+        if old is not None and new.to_dict() != old.to_dict():
+            raise ProtocolError(
+                f"the server at {self.address} restarted with a different oracle "
+                f"({old.name!r} -> {new.name!r}); its measurements cannot be mixed with earlier ones"
+            )
+
+    # ---------------------------------------------------------------- operations
+    def hello(self) -> dict[str, Any]:
+        """Handshake: check the protocol version and fetch the server's limits and oracle spec."""
+        self._in_hello = True
+        try:
+            message = self.request("hello", {"client": self.client_name, "versions": [codec.VERSION]})
+        finally:
+            self._in_hello = False
+        result = dict(message.header.get("result") or {})
+        try:
+            self._spec = OracleSpec.from_dict(result["oracle"])
+        except Exception as exc:  # noqa: BLE001
+            raise ProtocolError(f"{self.address}: hello reply has no valid \"oracle\" description: {exc}") from None
+        self.server_info = result
+        return result
+
+    def describe(self) -> OracleSpec:
+        if self._spec is None:
+            self.hello()
+        assert self._spec is not None
+        return self._spec
+
+    def _points(self, X: Any) -> np.ndarray:
+        spec = self.describe()
+        X = np.ascontiguousarray(X, dtype="<f8")
+        if X.ndim != 2 or X.shape[1] != spec.n_vars:
+            raise OracleError(f"{spec.name}: set points must have shape (n_samples, {spec.n_vars}), got {X.shape}")
+        return X
+
+    def measure(self, X: np.ndarray) -> np.ndarray:
+        X = self._points(X)
+        message = self.request("measure", {}, {"X": X})
+        return self._y(message, X.shape[0])
+
+    def measure_readback(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        X = self._points(X)
+        message = self.request("measure", {"readback": True}, {"X": X})
+        y = self._y(message, X.shape[0])
+        Xr = message.arrays.get("X_reached")
+        if Xr is None:
+            return X.copy(), y
+        Xr = np.array(Xr, dtype=np.float64)
+        if Xr.shape != X.shape:
+            raise ProtocolError(f"{self.address}: X_reached has shape {Xr.shape}, expected {X.shape}")
+        return Xr, y
+
+    def _y(self, message: codec.Message, n: int) -> np.ndarray:
+        y = message.arrays.get("y")
+        if y is None:
+            raise ProtocolError(f"{self.address}: measure reply has no array \"y\"")
+        return check_reply(np.array(y, dtype=np.float64), n, self.describe().name)
+
+    def ping(self, timeout: float | None = None, deadline: float | None | str = "default") -> dict[str, Any]:
+        """Round trip to the server; returns its result (``server_session``, ``time``)."""
+        return dict(self.request("ping", timeout=timeout, deadline=deadline).header.get("result") or {})
+
+    def status(self) -> dict[str, Any]:
+        """The server's state (idle or measuring) and counters."""
+        return dict(self.request("status").header.get("result") or {})
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __repr__(self) -> str:
+        return f"ZmqOracle({self.address!r}, session={self.session!r})"
