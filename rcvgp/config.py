@@ -63,9 +63,9 @@ ORACLE_KINDS = ("catalog", "expression", "endpoint")
 ENDPOINT_SCHEMES = ("tcp", "ipc", "inproc")
 
 _TOP_KEYS = ("name", "oracle", "method", "operators", "seed", "search", "budget", "output")
-_ORACLE_KEYS = ("catalog", "expression", "variables", "endpoint", "noise", "timeout", "retries",
-                "server_key", "client_key", "max_message_bytes")
-_SIMULATED_ONLY = ("noise",)
+_ORACLE_KEYS = ("catalog", "expression", "variables", "endpoint", "noise", "latency", "fail_rate", "timeout",
+                "retries", "server_key", "client_key", "max_message_bytes")
+_SIMULATED_ONLY = ("noise", "latency", "fail_rate")
 _ENDPOINT_ONLY = ("timeout", "retries", "server_key", "client_key", "max_message_bytes")
 _VARIABLE_KEYS = ("name", "low", "high", "dist", "only_positive", "unit")
 _BUDGET_KEYS = {"points": "max_points", "requests": "max_requests", "seconds": "max_seconds"}
@@ -86,8 +86,10 @@ class OracleConfig:
 
     ``kind`` is ``"catalog"`` (a simulated benchmark by id), ``"expression"`` (a simulated law
     over ``variables``) or ``"endpoint"`` (an oracle server reached over ZeroMQ).
-    ``noise`` applies to simulated oracles; ``timeout`` (seconds per request), ``retries``, the
-    CurveZMQ key files and ``max_message_bytes`` to endpoints.
+    ``noise`` (``none``, ``relative:0.01``, ``additive:0.1``, ``multiplicative:0.02``; see
+    :class:`rcvgp.simulate.Noise`), ``latency`` (seconds per request) and ``fail_rate`` (chance a
+    point comes back unmeasured) apply to simulated oracles; ``timeout`` (seconds per request),
+    ``retries``, the CurveZMQ key files and ``max_message_bytes`` to endpoints.
     """
 
     kind: str
@@ -95,7 +97,9 @@ class OracleConfig:
     expression: str | None = None
     variables: tuple[Variable, ...] = ()
     endpoint: str | None = None
-    noise: float = 0.0
+    noise: str = "none"
+    latency: float = 0.0
+    fail_rate: float = 0.0
     timeout: float = 10.0
     retries: int = 3
     server_key: Path | None = None  # the server's public key file (CurveZMQ)
@@ -122,7 +126,7 @@ class OracleConfig:
                         client_key=str(self.client_key) if self.client_key else None,
                         max_message_bytes=self.max_message_bytes)
         else:
-            data["noise"] = self.noise
+            data.update(noise=self.noise, latency=self.latency, fail_rate=self.fail_rate)
         return data
 
 
@@ -417,7 +421,12 @@ def _oracle(ctx: _Context, value: Any) -> OracleConfig:
         if not isinstance(catalog, str) or not catalog.strip():
             raise ctx.error("oracle.catalog", f"expected a catalog id such as sincos-3-2-2/1 "
                             f"(list them with `rcvgp oracles list`), got {_describe(catalog)}")
-        out["catalog"] = catalog.strip()
+        from rcvgp.benchmarks import get_benchmark
+
+        try:
+            out["catalog"] = get_benchmark(catalog.strip()).id
+        except ConfigError as exc:
+            raise ctx.error("oracle.catalog", f"{exc}; list them with `rcvgp oracles list`") from exc
     elif kind == "expression":
         out["expression"], out["variables"] = _expression(ctx, section)
     else:
@@ -449,14 +458,30 @@ def _oracle(ctx: _Context, value: Any) -> OracleConfig:
         if section.get("max_message_bytes") is not None:
             out["max_message_bytes"] = ctx.integer(section["max_message_bytes"], "oracle.max_message_bytes",
                                                    minimum=1)
-    if "noise" in section:
-        out["noise"] = ctx.number(section["noise"], "oracle.noise", minimum=0.0)
+    if section.get("noise") is not None:
+        out["noise"] = _noise(ctx, section["noise"])
+    if "latency" in section:
+        out["latency"] = ctx.number(section["latency"], "oracle.latency", minimum=0.0)
+    if "fail_rate" in section:
+        out["fail_rate"] = ctx.number(section["fail_rate"], "oracle.fail_rate", minimum=0.0)
+        if out["fail_rate"] >= 1:
+            raise ctx.error("oracle.fail_rate", f"must be a probability below 1, got {section['fail_rate']!r}")
     return OracleConfig(**out)
 
 
-def _expression(ctx: _Context, section: dict[str, Any]) -> tuple[str, tuple[Variable, ...]]:
-    import sympy
+def _noise(ctx: _Context, value: Any) -> str:
+    from rcvgp.simulate import Noise
 
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ctx.error("oracle.noise", f"write the kind and the scale, e.g. `relative:{value}` (std relative to "
+                        f"the spread of y) or `additive:{value}` (absolute std); or `none`")
+    try:
+        return str(Noise.parse(value))
+    except ConfigError as exc:
+        raise ctx.error("oracle.noise", f"{exc} (e.g. `relative:0.01`, `additive:0.1`, `none`)") from exc
+
+
+def _expression(ctx: _Context, section: dict[str, Any]) -> tuple[str, tuple[Variable, ...]]:
     expr = section["expression"]
     if isinstance(expr, (int, float)) and not isinstance(expr, bool):
         expr = str(expr)
@@ -498,19 +523,13 @@ def _expression(ctx: _Context, section: dict[str, Any]) -> tuple[str, tuple[Vari
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ctx.error("oracle.variables", f"variable names must be unique; {', '.join(dupes)} appears twice")
-    symbols = {n: sympy.Symbol(n) for n in names}
+    from rcvgp.benchmarks import parse_expression
+
     try:
-        parsed = sympy.parse_expr(expr, local_dict=symbols, evaluate=True)
-    except Exception as exc:  # sympy raises SyntaxError, TokenError, TypeError...
-        raise ctx.error("oracle.expression", f"cannot parse {expr!r}: {type(exc).__name__}: "
-                        f"{str(exc).splitlines()[0] if str(exc) else ''}; write it in Python syntax, "
-                        "e.g. x0*x1 + sin(x2)") from exc
-    if not isinstance(parsed, sympy.Expr):
-        raise ctx.error("oracle.expression", f"{expr!r} is not a formula")
-    unknown = sorted(str(s) for s in parsed.free_symbols if str(s) not in symbols)
-    if unknown:
-        raise ctx.error("oracle.expression", f"uses {', '.join(unknown)}, not among the variables "
-                        f"({', '.join(names)}); add it to `oracle.variables` or fix the formula")
+        parse_expression(expr, names)
+    except ExpressionError as exc:
+        raise ctx.error("oracle.expression", f"{exc}; write it in Python syntax over the variables "
+                        f"({', '.join(names)}), e.g. x0*x1 + sin(x2)") from exc
     return expr.strip(), tuple(variables)
 
 

@@ -19,7 +19,8 @@ oracle:
     - {name: x0, low: 0.1, high: 10, dist: loguniform}
     - {name: x1, low: 0.1, high: 10, dist: loguniform}
     - {name: x2, low: -3, high: 3, unit: rad}
-  noise: 0.01
+  noise: relative:0.01
+  latency: 0.001
 method: cvgp
 operators: [add, sub, mul, sin, const]
 seed: 7
@@ -42,7 +43,7 @@ def test_a_full_experiment_file_loads_into_frozen_settings(tmp_path):
     cfg = load_experiment(write(tmp_path, GOOD))
     assert isinstance(cfg, ExperimentConfig)
     assert cfg.name == "law" and cfg.method == "cvgp" and cfg.seed == 7
-    assert cfg.oracle.kind == "expression" and cfg.oracle.noise == 0.01
+    assert cfg.oracle.kind == "expression" and cfg.oracle.noise == "relative:0.01" and cfg.oracle.latency == 0.001
     assert [v.name for v in cfg.oracle.variables] == ["x0", "x1", "x2"]
     assert cfg.oracle.variables[0].dist == "loguniform" and cfg.oracle.variables[2].unit == "rad"
     assert isinstance(cfg.search, SearchConfig)
@@ -63,8 +64,8 @@ def test_defaults_are_racing_seed_zero_and_a_runs_folder(tmp_path):
 
 
 def test_oracle_shorthands_for_an_id_and_an_endpoint(tmp_path):
-    cfg = load_experiment(write(tmp_path, "oracle: feynman/I.8.14\n"))
-    assert cfg.oracle.kind == "catalog" and cfg.oracle.catalog == "feynman/I.8.14"
+    cfg = load_experiment(write(tmp_path, "oracle: Feynman/I.8.14\n"))
+    assert cfg.oracle.kind == "catalog" and cfg.oracle.catalog == "feynman/I.8.14"  # the catalog's spelling
     cfg = load_experiment(write(tmp_path, "oracle: tcp://127.0.0.1:5555\n"))
     assert cfg.oracle.kind == "endpoint" and cfg.oracle.timeout == 10.0
 
@@ -104,28 +105,32 @@ def test_fingerprint_ignores_budget_and_output_but_not_the_seed(tmp_path):
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("oracle: {catalog: a/1}\nsearch: {popluation: 3}\n",
+        ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {popluation: 3}\n",
          "exp.yaml: search.popluation: unknown key; did you mean `population`?"),
-        ("oracle: {catalog: a/1}\nbugdet: {points: 3}\n", "exp.yaml: bugdet: unknown key; did you mean `budget`?"),
-        ("oracle: {catalog: a/1}\nbudget: {point: 3}\n", "exp.yaml: budget.point: unknown key; did you mean `points`?"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nbugdet: {points: 3}\n", "exp.yaml: bugdet: unknown key; did you mean `budget`?"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nbudget: {point: 3}\n", "exp.yaml: budget.point: unknown key; did you mean `points`?"),
         ("oracle: {catalgo: a/1}\n", "exp.yaml: oracle.catalgo: unknown key; did you mean `catalog`?"),
-        ("oracle: {catalog: a/1}\nsearch: {population: many}\n",
+        ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {population: many}\n",
          "exp.yaml: search.population: expected an integer, got 'many'"),
-        ("oracle: {catalog: a/1}\nsearch: {population: 0}\n", "exp.yaml: search.population: must be an integer >= 1"),
-        ("oracle: {catalog: a/1}\nsearch: {p_mate: 2}\n", "exp.yaml: search.p_mate: must be a probability"),
-        ("oracle: {catalog: a/1}\nsearch: {max_points: 3}\n", "exp.yaml: search.max_points: not a setting of `search`"),
-        ("oracle: {catalog: a/1}\nsearch: 5\n", "exp.yaml: search: expected a mapping"),
-        ("oracle: {catalog: a/1}\nmethod: racin\n", "exp.yaml: method: unknown method 'racin'; did you mean `racing`?"),
-        ("oracle: {catalog: a/1}\nseed: true\n", "exp.yaml: seed: expected an integer"),
-        ("oracle: {catalog: a/1}\nseed: -1\n", "exp.yaml: seed: must be >= 0"),
-        ("oracle: {catalog: a/1}\noperators: [add, sn]\n", "exp.yaml: operators: unknown operator 'sn'; did you mean sin"),
-        ("oracle: {catalog: a/1}\nbudget: {points: 0}\n", "exp.yaml: budget.points: must be an integer >= 1"),
-        ("oracle: {catalog: a/1}\nbudget: {seconds: soon}\n", "exp.yaml: budget.seconds: expected a number"),
-        ("oracle: {catalog: a/1, timeout: 3}\n", "exp.yaml: oracle.timeout: applies only to an endpoint"),
-        ("oracle: {endpoint: tcp://h:1, noise: 0.1}\n", "exp.yaml: oracle.noise: applies only to a simulated oracle"),
-        ("oracle: {catalog: a/1, endpoint: tcp://h:1}\n", "exp.yaml: oracle: give exactly one of"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {population: 0}\n", "exp.yaml: search.population: must be an integer >= 1"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {p_mate: 2}\n", "exp.yaml: search.p_mate: must be a probability"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {max_points: 3}\n", "exp.yaml: search.max_points: not a setting of `search`"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nsearch: 5\n", "exp.yaml: search: expected a mapping"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nmethod: racin\n", "exp.yaml: method: unknown method 'racin'; did you mean `racing`?"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nseed: true\n", "exp.yaml: seed: expected an integer"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nseed: -1\n", "exp.yaml: seed: must be >= 0"),
+        ("oracle: {catalog: sincos-3-2-2/1}\noperators: [add, sn]\n", "exp.yaml: operators: unknown operator 'sn'; did you mean sin"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nbudget: {points: 0}\n", "exp.yaml: budget.points: must be an integer >= 1"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nbudget: {seconds: soon}\n", "exp.yaml: budget.seconds: expected a number"),
+        ("oracle: {catalog: sincos-3-2-2/1, timeout: 3}\n", "exp.yaml: oracle.timeout: applies only to an endpoint"),
+        ("oracle: {endpoint: tcp://h:1, noise: relative:0.1}\n", "exp.yaml: oracle.noise: applies only to a simulated oracle"),
+        ("oracle: {catalog: sincos-3-2-2/1, endpoint: tcp://h:1}\n", "exp.yaml: oracle: give exactly one of"),
         ("oracle: {noise: 0.1}\n", "exp.yaml: oracle: give exactly one of"),
-        ("oracle: {catalog: a/1, noise: -1}\n", "exp.yaml: oracle.noise: must be >= 0"),
+        ("oracle: {catalog: sincos-3-2-2/1, noise: 0.1}\n", "exp.yaml: oracle.noise: write the kind and the scale"),
+        ("oracle: {catalog: sincos-3-2-2/1, noise: relativ:0.1}\n",
+         "exp.yaml: oracle.noise: noise kind 'relativ' is not one of"),
+        ("oracle: {catalog: sincos-3-2-2/1, fail_rate: 1}\n", "exp.yaml: oracle.fail_rate: must be a probability"),
+        ("oracle: {catalog: sincos-3-2-2/2x}\n", "exp.yaml: oracle.catalog: unknown oracle id 'sincos-3-2-2/2x'"),
         ("oracle: {endpoint: tcp://localhost}\n", "exp.yaml: oracle.endpoint: 'tcp://localhost' lacks a host and port"),
         ("oracle: {endpoint: http://h:1}\n", "exp.yaml: oracle.endpoint: unsupported scheme 'http'"),
         ("oracle: {endpoint: tcp://h:1, timeout: 0}\n", "exp.yaml: oracle.timeout: must be > 0"),
@@ -134,9 +139,9 @@ def test_fingerprint_ignores_budget_and_output_but_not_the_seed(tmp_path):
          "exp.yaml: oracle.server_key: no such file"),
         ("oracle: {expression: x0}\n", "exp.yaml: oracle.variables: missing"),
         ("oracle: {expression: x0 + y, variables: [{name: x0, low: 0, high: 1}]}\n",
-         "exp.yaml: oracle.expression: uses y, not among the variables (x0)"),
+         "exp.yaml: oracle.expression: unknown name 'y'"),
         ("oracle: {expression: 'x0 +', variables: [{name: x0, low: 0, high: 1}]}\n",
-         "exp.yaml: oracle.expression: cannot parse 'x0 +'"),
+         "exp.yaml: oracle.expression: the expression does not parse"),
         ("oracle: {expression: x0, variables: [{name: x0, low: 2, high: 1}]}\n",
          "exp.yaml: oracle.variables[0]: variable x0: limits must be finite with low < high"),
         ("oracle: {expression: x0, variables: [{name: x0, low: 1}]}\n", "exp.yaml: oracle.variables[0].high: missing"),
@@ -146,7 +151,7 @@ def test_fingerprint_ignores_budget_and_output_but_not_the_seed(tmp_path):
          "exp.yaml: oracle.variables[0].dist: unknown distribution 'logunifrom'; did you mean `loguniform`?"),
         ("oracle: {expression: x0, variables: [{name: x0, low: 0, high: 1}, {name: x0, low: 0, high: 1}]}\n",
          "exp.yaml: oracle.variables: variable names must be unique"),
-        ("oracle: {catalog: a/1, variables: []}\n", "exp.yaml: oracle.variables: applies only to `expression`"),
+        ("oracle: {catalog: sincos-3-2-2/1, variables: []}\n", "exp.yaml: oracle.variables: applies only to `expression`"),
         ("method: racing\n", "exp.yaml: oracle: missing"),
         ("- oracle\n", "exp.yaml: expected a mapping"),
         ("", "exp.yaml: the file is empty"),
@@ -172,7 +177,7 @@ def test_a_missing_file_is_named(tmp_path):
 
 def test_messages_can_name_command_line_flags():
     with pytest.raises(ConfigError, match=r"^command line: --budget-points: must be an integer >= 1"):
-        experiment_from_dict({"oracle": "a/1", "budget": {"points": 0}}, source="command line",
+        experiment_from_dict({"oracle": "sincos-3-2-2/1", "budget": {"points": 0}}, source="command line",
                              key_names={"budget.points": "--budget-points"})
 
 
