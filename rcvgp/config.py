@@ -64,9 +64,9 @@ ENDPOINT_SCHEMES = ("tcp", "ipc", "inproc")
 
 _TOP_KEYS = ("name", "oracle", "method", "operators", "seed", "search", "budget", "output")
 _ORACLE_KEYS = ("catalog", "expression", "variables", "endpoint", "noise", "latency", "fail_rate", "timeout",
-                "retries", "server_key", "client_key", "max_message_bytes")
+                "deadline", "server_key", "client_key")
 _SIMULATED_ONLY = ("noise", "latency", "fail_rate")
-_ENDPOINT_ONLY = ("timeout", "retries", "server_key", "client_key", "max_message_bytes")
+_ENDPOINT_ONLY = ("timeout", "deadline", "server_key", "client_key")
 _VARIABLE_KEYS = ("name", "low", "high", "dist", "only_positive", "unit")
 _BUDGET_KEYS = {"points": "max_points", "requests": "max_requests", "seconds": "max_seconds"}
 # SearchConfig fields set elsewhere in the file, with where they belong.
@@ -88,8 +88,9 @@ class OracleConfig:
     over ``variables``) or ``"endpoint"`` (an oracle server reached over ZeroMQ).
     ``noise`` (``none``, ``relative:0.01``, ``additive:0.1``, ``multiplicative:0.02``; see
     :class:`rcvgp.simulate.Noise`), ``latency`` (seconds per request) and ``fail_rate`` (chance a
-    point comes back unmeasured) apply to simulated oracles; ``timeout`` (seconds per request),
-    ``retries``, the CurveZMQ key files and ``max_message_bytes`` to endpoints.
+    point comes back unmeasured) apply to simulated oracles; ``timeout`` (seconds to wait for
+    one reply before the request is sent again), ``deadline`` (seconds before a request is given
+    up, retries included) and the CurveZMQ key files to endpoints.
     """
 
     kind: str
@@ -101,10 +102,9 @@ class OracleConfig:
     latency: float = 0.0
     fail_rate: float = 0.0
     timeout: float = 10.0
-    retries: int = 3
+    deadline: float = 60.0
     server_key: Path | None = None  # the server's public key file (CurveZMQ)
-    client_key: Path | None = None  # this client's key-pair file (public + secret)
-    max_message_bytes: int | None = None
+    client_key: Path | None = None  # this client's key-pair file (public + secret); optional
 
     @property
     def label(self) -> str:
@@ -121,10 +121,9 @@ class OracleConfig:
         else:
             data["endpoint"] = self.endpoint
         if self.kind == "endpoint":
-            data.update(timeout=self.timeout, retries=self.retries,
+            data.update(timeout=self.timeout, deadline=self.deadline,
                         server_key=str(self.server_key) if self.server_key else None,
-                        client_key=str(self.client_key) if self.client_key else None,
-                        max_message_bytes=self.max_message_bytes)
+                        client_key=str(self.client_key) if self.client_key else None)
         else:
             data.update(noise=self.noise, latency=self.latency, fail_rate=self.fail_rate)
         return data
@@ -445,19 +444,14 @@ def _oracle(ctx: _Context, value: Any) -> OracleConfig:
         out["endpoint"] = endpoint
         if "timeout" in section:
             out["timeout"] = ctx.number(section["timeout"], "oracle.timeout", positive=True)
-        if "retries" in section:
-            out["retries"] = ctx.integer(section["retries"], "oracle.retries", minimum=0)
-        has_server, has_client = "server_key" in section, "client_key" in section
-        if has_server != has_client:
-            missing = "client_key" if has_server else "server_key"
-            raise ctx.error(f"oracle.{missing}", "missing; CurveZMQ needs both `server_key` (the server's public "
-                            "key file) and `client_key` (this client's key-pair file)")
-        if has_server:
-            out["server_key"] = ctx.path(section["server_key"], "oracle.server_key")
-            out["client_key"] = ctx.path(section["client_key"], "oracle.client_key")
-        if section.get("max_message_bytes") is not None:
-            out["max_message_bytes"] = ctx.integer(section["max_message_bytes"], "oracle.max_message_bytes",
-                                                   minimum=1)
+        if "deadline" in section:
+            out["deadline"] = ctx.number(section["deadline"], "oracle.deadline", positive=True)
+        if section.get("client_key") is not None and section.get("server_key") is None:
+            raise ctx.error("oracle.server_key", "missing; CurveZMQ needs the server's public key file "
+                            "(`server_key`) besides this client's key pair (`client_key`)")
+        for key in ("server_key", "client_key"):
+            if section.get(key) is not None:
+                out[key] = ctx.path(section[key], f"oracle.{key}")
     if section.get("noise") is not None:
         out["noise"] = _noise(ctx, section["noise"])
     if "latency" in section:

@@ -287,7 +287,7 @@ class JournalingOracle(DataOracle):
 
     def _error_record(self, op: str, X: np.ndarray, exc: OracleError) -> dict[str, Any]:
         error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
-        if isinstance(exc, errors.RemoteError):
+        if isinstance(exc, errors.RemoteError):  # keeps the code, so a replay raises the same type
             error.update(code=exc.code, message=exc.message, retryable=exc.retryable, details=exc.details)
         return {"i": self._n_records, "op": op, "shape": list(X.shape), "X": _b64(X), "error": error}
 
@@ -311,9 +311,17 @@ def _b64(a: np.ndarray) -> str:
 def _rebuild_error(error: dict[str, Any]) -> OracleError:
     name = str(error.get("type", "OracleError"))
     message = str(error.get("message", ""))
-    if name == "RemoteError":
-        return errors.RemoteError(str(error.get("code", "")), message, bool(error.get("retryable", False)),
-                                  error.get("details") or {})
+    if "code" in error:  # a server's error reply (RemoteError or a subclass)
+        remote = errors.RemoteError(str(error["code"]), message, bool(error.get("retryable", False)),
+                                    error.get("details") or {})
+        if name != "RemoteError":
+            try:
+                from rcvgp.transport.client import remote_error
+
+                return remote_error(error)
+            except ImportError:  # pragma: no cover - the transport is part of the package
+                pass
+        return remote
     cls = getattr(errors, name, OracleError)
     if not (isinstance(cls, type) and issubclass(cls, OracleError)):
         cls = OracleError

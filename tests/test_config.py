@@ -78,14 +78,12 @@ def test_an_endpoint_with_timeout_and_key_files(tmp_path):
         oracle:
           endpoint: tcp://10.0.0.5:5555
           timeout: 2.5
-          retries: 1
+          deadline: 30
           server_key: keys/server.key
           client_key: keys/client.key_secret
-          max_message_bytes: 1000000
         """))
     o = cfg.oracle
-    assert (o.kind, o.endpoint, o.timeout, o.retries, o.max_message_bytes) == (
-        "endpoint", "tcp://10.0.0.5:5555", 2.5, 1, 1_000_000)
+    assert (o.kind, o.endpoint, o.timeout, o.deadline) == ("endpoint", "tcp://10.0.0.5:5555", 2.5, 30.0)
     assert o.server_key == tmp_path / "keys" / "server.key"
 
 
@@ -134,9 +132,10 @@ def test_fingerprint_ignores_budget_and_output_but_not_the_seed(tmp_path):
         ("oracle: {endpoint: tcp://localhost}\n", "exp.yaml: oracle.endpoint: 'tcp://localhost' lacks a host and port"),
         ("oracle: {endpoint: http://h:1}\n", "exp.yaml: oracle.endpoint: unsupported scheme 'http'"),
         ("oracle: {endpoint: tcp://h:1, timeout: 0}\n", "exp.yaml: oracle.timeout: must be > 0"),
-        ("oracle: {endpoint: tcp://h:1, server_key: s.key}\n", "exp.yaml: oracle.client_key: missing"),
+        ("oracle: {endpoint: tcp://h:1, client_key: c.key}\n", "exp.yaml: oracle.server_key: missing"),
         ("oracle: {endpoint: tcp://h:1, server_key: s.key, client_key: c.key}\n",
          "exp.yaml: oracle.server_key: no such file"),
+        ("oracle: {endpoint: tcp://h:1, retries: 3}\n", "exp.yaml: oracle.retries: unknown key"),
         ("oracle: {expression: x0}\n", "exp.yaml: oracle.variables: missing"),
         ("oracle: {expression: x0 + y, variables: [{name: x0, low: 0, high: 1}]}\n",
          "exp.yaml: oracle.expression: unknown name 'y'"),
