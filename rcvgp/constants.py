@@ -1,0 +1,283 @@
+"""Fitting the open constants of a tree on K control-variable trials, one constant vector per trial.
+
+The loss of a trial is its NMSE (mean squared error over the variance of that trial's y), so it
+means the same whether y is 1e-25 or 1e84. Constants that enter the tree linearly (terms of a
+top-level sum, alone or as a factor) are solved exactly by least squares; only the others go to
+an iterative optimiser, which then sees the problem with the linear ones projected out
+(variable projection). The K trials are fitted together: one vectorised evaluation per step
+serves all of them, and their objectives are independent sums, so the optimum is the same as
+fitting each alone. Derivatives come from forward-mode evaluation, not finite differences.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import scipy.optimize as opt
+
+from rcvgp.errors import ConfigError
+from rcvgp.evaluate import compile_tree, evaluate, evaluate_with_grad
+
+__all__ = ["Trials", "FitResult", "fit_constants", "linear_constants", "BAD_LOSS"]
+
+#: Loss given to a prediction that is NaN or infinite anywhere: it never looks good.
+BAD_LOSS = float("inf")
+_PENALTY = 1e30
+_GLOBAL = ("shgo", "dual_annealing", "direct")  # what the optimiser sees instead of inf, so its line search stays finite
+
+
+class Trials:
+    """K control-variable trials: set points, measurements and the mask of measured points.
+
+    Parameters
+    ----------
+    X : ndarray of shape (K, m, n_vars)
+    y : ndarray of shape (K, m); NaN where the oracle could not measure
+    controlled : frozenset of int
+        The variables held within each trial.
+    """
+
+    def __init__(self, X: np.ndarray, y: np.ndarray, controlled: frozenset[int] = frozenset()) -> None:
+        self.X = np.asarray(X, dtype=float)
+        self.y = np.asarray(y, dtype=float)
+        self.controlled = frozenset(controlled)
+        self.mask = np.isfinite(self.y)
+        self.y0 = np.where(self.mask, self.y, 0.0)
+        self.n_valid = self.mask.sum(axis=1)
+        n = np.maximum(self.n_valid, 1)
+        mean = self.y0.sum(axis=1) / n
+        var = np.where(self.mask, (self.y0 - mean[:, None]) ** 2, 0.0).sum(axis=1) / n
+        power = (self.y0**2).sum(axis=1) / n
+        # A trial whose y does not vary (the free variables do not matter) is judged by the
+        # relative error instead, so the denominator never vanishes.
+        self.scale = np.where(var > 1e-12 * power, var, np.maximum(power, 1e-300))
+
+    @property
+    def n_trials(self) -> int:
+        return int(self.X.shape[0])
+
+    def subset(self, k: int) -> Trials:
+        """Trial ``k`` alone."""
+        return Trials(self.X[k : k + 1], self.y[k : k + 1], self.controlled)
+
+    def losses(self, prediction: np.ndarray) -> np.ndarray:
+        """Per-trial NMSE of a prediction of shape (K, m); BAD_LOSS where it is not finite."""
+        with np.errstate(all="ignore"):
+            r = np.where(self.mask, prediction - self.y0, 0.0)
+            mse = (r * r).sum(axis=1) / np.maximum(self.n_valid, 1)
+            ok = np.isfinite(np.where(self.mask, prediction, 0.0)).all(axis=1)
+            return np.where(ok & np.isfinite(mse), mse / self.scale, BAD_LOSS)
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """Outcome of fitting a tree on K trials."""
+
+    losses: np.ndarray  # (K,) NMSE per trial
+    constants: np.ndarray  # (K, n_consts)
+    n_evals: int  # tree evaluations the fit used
+
+    @property
+    def fitness(self) -> float:
+        """Mean NMSE over the trials; inf if any trial failed."""
+        return float(np.mean(self.losses)) if np.all(np.isfinite(self.losses)) else BAD_LOSS
+
+
+@lru_cache(maxsize=65536)
+def linear_constants(tokens: tuple[str, ...]) -> tuple[int, ...]:
+    """Indices of the constants the tree is jointly linear in.
+
+    A constant is linear when the path from the root to it passes only through sums, negations,
+    numerators and products whose other factors hold no linear constant.
+    """
+    node = compile_tree(tokens)
+
+    def has_const(n: tuple) -> bool:  # type: ignore[type-arg]
+        if n[0] == "c":
+            return True
+        if n[0] == "x":
+            return False
+        return any(has_const(ch) for ch in n[1:])
+
+    def lin(n: tuple) -> list[int]:  # type: ignore[type-arg]
+        head = n[0]
+        if head == "c":
+            return [n[1]]
+        if head == "x":
+            return []
+        name = head.name
+        if name in ("add", "sub"):
+            return lin(n[1]) + lin(n[2])
+        if name == "neg":
+            return lin(n[1])
+        if name == "mul":
+            a, b = n[1], n[2]
+            if not has_const(b) or a[0] == "c":
+                return lin(a)
+            return lin(b)
+        if name == "div":
+            return lin(n[1])
+        return []
+
+    return tuple(sorted(lin(node)))
+
+
+def _solve_linear(G: np.ndarray, target: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Least squares per trial: G (K, m, p), target (K, m) -> coefficients (K, p)."""
+    G = np.where(mask[..., None], G, 0.0)
+    target = np.where(mask, target, 0.0)
+    norms = np.sqrt((G * G).sum(axis=1))  # (K, p): columns scaled to unit norm, so that
+    norms = np.where(np.isfinite(norms) & (norms > 0), norms, 1.0)  # wildly different scales
+    Gs = G / norms[:, None, :]  # do not look rank-deficient to the SVD
+    coef = np.einsum("kpm,km->kp", np.linalg.pinv(Gs, rcond=1e-12), target)
+    return coef / norms
+
+
+def _kwarg_for_seed(fn: object) -> str:
+    params = inspect.signature(fn).parameters  # type: ignore[arg-type]
+    return "rng" if "rng" in params else "seed"
+
+
+def fit_constants(
+    tokens: tuple[str, ...],
+    trials: Trials,
+    optimizer: str = "BFGS",
+    rng: np.random.Generator | None = None,
+    init: np.ndarray | None = None,
+    maxiter: int = 200,
+) -> FitResult:
+    """Fit the constants of ``tokens`` on every trial.
+
+    Parameters
+    ----------
+    tokens : tuple of str
+        The tree in prefix order.
+    trials : Trials
+    optimizer : str
+        ``BFGS`` (default), ``CG``, ``L-BFGS-B``, ``Nelder-Mead``, ``basinhopping``, ``shgo``,
+        ``dual_annealing`` or ``direct``; used only for constants that do not enter linearly.
+    rng : numpy.random.Generator, optional
+        For the stochastic optimisers.
+    init : ndarray of shape (n_consts,), optional
+        Starting values of the nonlinear constants (default 1.0).
+    """
+    tokens = tuple(tokens)
+    n_consts = sum(t == "c" for t in tokens)
+    K = trials.n_trials
+    if n_consts == 0:
+        pred = evaluate(tokens, trials.X)
+        return FitResult(trials.losses(pred), np.zeros((K, 0)), 1)
+    lin = list(linear_constants(tokens))
+    nonlin = [k for k in range(n_consts) if k not in set(lin)]
+    consts = np.zeros((K, n_consts))
+    if nonlin:
+        start = np.ones(len(nonlin)) if init is None else np.asarray(init, dtype=float)[nonlin]
+        consts[:, nonlin] = start
+        if optimizer in _GLOBAL:
+            # Global optimisers scale badly with dimension: one search per trial.
+            n_evals = 0
+            for k in range(K):
+                one = trials.subset(k)
+                problem = _Projected(tokens, one, lin, nonlin)
+                theta, used = _minimise(problem, start, optimizer, rng, maxiter)
+                consts[k, nonlin] = theta
+                n_evals += used
+        else:
+            problem = _Projected(tokens, trials, lin, nonlin)
+            theta, n_evals = _minimise(problem, np.tile(start, K), optimizer, rng, maxiter)
+            consts[:, nonlin] = theta.reshape(K, len(nonlin))
+    else:
+        n_evals = 0
+    if lin:
+        consts[:, lin] = _linear_part(tokens, trials, consts, lin)
+        n_evals += 1
+    pred = evaluate(tokens, trials.X, consts)
+    return FitResult(trials.losses(pred), consts, n_evals + 1)
+
+
+def _linear_part(tokens: tuple[str, ...], trials: Trials, consts: np.ndarray, lin: Sequence[int]) -> np.ndarray:
+    base = consts.copy()
+    base[:, lin] = 0.0
+    h, grads = evaluate_with_grad(tokens, trials.X, base, lin)
+    G = np.stack(grads, axis=-1)
+    with np.errstate(all="ignore"):
+        ok = np.isfinite(h).all() and np.isfinite(G).all()
+        if not ok:
+            return np.zeros((trials.n_trials, len(lin)))
+        return _solve_linear(G, trials.y0 - h, trials.mask)
+
+
+class _Projected:
+    """The objective over the nonlinear constants of all K trials, linear ones projected out."""
+
+    def __init__(self, tokens: tuple[str, ...], trials: Trials, lin: list[int], nonlin: list[int]) -> None:
+        self.tokens, self.trials, self.lin, self.nonlin = tokens, trials, lin, nonlin
+        K = trials.n_trials
+        self.consts = np.zeros((K, len(lin) + len(nonlin)))
+        self.n_evals = 0
+
+    def value_grad(self, theta_flat: np.ndarray) -> tuple[float, np.ndarray]:
+        trials, K = self.trials, self.trials.n_trials
+        consts = self.consts
+        consts[:, self.nonlin] = theta_flat.reshape(K, len(self.nonlin))
+        if self.lin:
+            consts[:, self.lin] = _linear_part(self.tokens, trials, consts, self.lin)
+            self.n_evals += 1
+        pred, grads = evaluate_with_grad(self.tokens, trials.X, consts, self.nonlin)
+        self.n_evals += 1
+        with np.errstate(all="ignore"):
+            r = np.where(trials.mask, pred - trials.y0, 0.0)
+            w = 1.0 / (np.maximum(trials.n_valid, 1) * trials.scale)  # (K,)
+            loss = float(((r * r).sum(axis=1) * w).sum())
+            J = np.stack(grads, axis=-1)  # (K, m, P)
+            g = 2.0 * np.einsum("km,kmp->kp", r, np.where(trials.mask[..., None], J, 0.0)) * w[:, None]
+        if not np.isfinite(loss) or not np.isfinite(g).all():
+            return _PENALTY, np.zeros_like(theta_flat)
+        return loss, g.ravel()
+
+    def value(self, theta_flat: np.ndarray) -> float:
+        return self.value_grad(theta_flat)[0]
+
+    def grad(self, theta_flat: np.ndarray) -> np.ndarray:
+        return self.value_grad(theta_flat)[1]
+
+
+def _minimise(
+    problem: _Projected, x0: np.ndarray, optimizer: str, rng: np.random.Generator | None, maxiter: int
+) -> tuple[np.ndarray, int]:
+    rng = rng if rng is not None else np.random.default_rng(0)
+    bound = float(max(10.0, 10.0 * np.max(np.abs(x0))))
+    bounds = [(-bound, bound)] * len(x0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy warns on non-convergence; the loss says it all
+        if optimizer in ("BFGS", "CG", "L-BFGS-B"):
+            res = opt.minimize(problem.value_grad, x0, jac=True, method=optimizer, options={"maxiter": maxiter})
+        elif optimizer == "Nelder-Mead":
+            res = opt.minimize(problem.value, x0, method="Nelder-Mead", options={"maxiter": maxiter * len(x0)})
+        elif optimizer == "basinhopping":
+            seed = {_kwarg_for_seed(opt.basinhopping): int(rng.integers(2**31))}
+            res = opt.basinhopping(
+                problem.value_grad, x0, niter=5,
+                minimizer_kwargs={"method": "BFGS", "jac": True, "options": {"maxiter": maxiter}}, **seed,
+            )
+        elif optimizer == "shgo":
+            res = opt.shgo(
+                problem.value, bounds, n=32, iters=1, sampling_method="sobol",
+                minimizer_kwargs={"method": "L-BFGS-B", "jac": problem.grad, "options": {"maxiter": maxiter}},
+            )
+        elif optimizer == "dual_annealing":
+            seed = {_kwarg_for_seed(opt.dual_annealing): int(rng.integers(2**31))}
+            res = opt.dual_annealing(problem.value, bounds, maxfun=maxiter * 10, x0=np.clip(x0, -bound, bound), **seed)
+        elif optimizer == "direct":
+            res = opt.direct(problem.value, bounds, maxfun=maxiter * 10)
+        else:
+            raise ConfigError(f"unknown optimizer {optimizer!r}")
+    x = np.asarray(res.x, dtype=float)
+    if not np.isfinite(x).all():
+        x = x0
+    return x, problem.n_evals

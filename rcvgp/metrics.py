@@ -1,0 +1,76 @@
+"""Error metrics as the paper defines them, and the exact-recovery check against a known truth.
+
+NMSE = MSE / Var(y), NRMSE = RMSE / std(y), R^2 = 1 - NMSE. A prediction that is not finite
+everywhere scores inf (R^2 -inf).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import sympy
+
+__all__ = ["regression_metrics", "is_exact", "round_floats"]
+
+
+def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
+    """MSE, NMSE, RMSE, NRMSE and R^2 over the points where y_true was measured."""
+    y_true = np.asarray(y_true, dtype=float)
+    y_pred = np.asarray(y_pred, dtype=float)
+    ok = np.isfinite(y_true)
+    y_true, y_pred = y_true[ok], y_pred[ok]
+    if y_true.size == 0:
+        nan = float("nan")
+        return {"mse": nan, "nmse": nan, "rmse": nan, "nrmse": nan, "r2": nan}
+    with np.errstate(all="ignore"):
+        if not np.isfinite(y_pred).all():
+            mse = math.inf
+        else:
+            mse = float(np.mean((y_true - y_pred) ** 2))
+        var = float(np.var(y_true))
+        nmse = mse / var if var > 0 else (0.0 if mse == 0 else math.inf)
+    if not math.isfinite(mse):
+        mse = nmse = math.inf
+    return {
+        "mse": mse,
+        "nmse": nmse,
+        "rmse": math.sqrt(mse),
+        "nrmse": math.sqrt(nmse),
+        "r2": 1.0 - nmse,
+    }
+
+
+def round_floats(expr: sympy.Expr, digits: int = 3) -> sympy.Expr:
+    """Round every float to ``digits`` significant digits."""
+    expr = sympy.sympify(expr)
+    floats = [a for a in expr.atoms(sympy.Float)]
+    if not floats:
+        return expr
+    return expr.xreplace({f: sympy.Float(float(f"{float(f):.{digits - 1}e}")) for f in floats})
+
+
+def _as_sympy(e: Any) -> sympy.Expr:
+    if isinstance(e, sympy.Basic):
+        return e
+    return sympy.sympify(str(e))
+
+
+def is_exact(found: Any, truth: Any, digits: int = 3) -> bool:
+    """SRBench's "symbolic solution": after rounding constants, found - truth or found / truth
+    simplifies to a constant (symbols are matched by name)."""
+    f = round_floats(_unify(_as_sympy(found)), digits)
+    t = round_floats(_unify(_as_sympy(truth)), digits)
+    try:
+        if not sympy.simplify(f - t).free_symbols:
+            return True
+        ratio = sympy.simplify(f / t) if t != 0 else None
+        return ratio is not None and not ratio.free_symbols and ratio != 0
+    except (TypeError, ValueError, RecursionError, ZeroDivisionError):
+        return False
+
+
+def _unify(e: sympy.Expr) -> sympy.Expr:
+    """Plain symbols by name, so x0 (real) in one expression equals x0 in the other."""
+    return e.xreplace({s: sympy.Symbol(s.name) for s in e.free_symbols})
