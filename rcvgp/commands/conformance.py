@@ -1,0 +1,62 @@
+"""``rcvgp conformance ENDPOINT``: check any oracle server against protocol v1.
+
+Prints a pass/fail line per scenario (or ``--json``); exit status 0 when all pass, 1 when any
+fails (a server that never answers fails every scenario, it does not hang the command).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``conformance`` to the ``rcvgp`` parser."""
+    p = subparsers.add_parser(
+        "conformance",
+        help="check an oracle server against the wire protocol (pass/fail report)",
+        description="Run the scenarios of protocols/conformance.yaml against a server: handshake, versions, "
+        "measure, large batches, limits, malformed input, unknown operations, duplicate ids, oversize messages.",
+    )
+    p.add_argument("endpoint", metavar="ENDPOINT", help="e.g. tcp://127.0.0.1:5555 or ipc:///tmp/rig.sock")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--points", metavar="FILE", default=None,
+                   help="YAML with in_limits and out_of_limits sample rows (and large_rows) for your rig")
+    p.add_argument("--timeout", type=float, default=5.0, metavar="S", help="seconds to wait for each reply (default 5)")
+    p.add_argument("--curve-server-key", metavar="FILE", default=None, help="the server's public key file (*.key)")
+    p.add_argument("--curve-client-key", metavar="FILE", default=None, help="this client's key pair (*.key_secret)")
+    p.add_argument("--only", action="append", default=None, metavar="ID", help="run only this scenario (repeatable)")
+    p.set_defaults(func=run_conformance)
+
+
+def run_conformance(args: argparse.Namespace) -> int:
+    from rcvgp.conformance import check_oracle
+
+    def show(result: Any) -> None:
+        if not args.json:
+            mark = "SKIP" if result.skipped else ("PASS" if result.passed else "FAIL")
+            line = f"  {mark}  {result.id:<34} {result.title}"
+            if result.message and (not result.passed or result.skipped):
+                line += f"\n        {result.message}"
+            print(line, flush=True)
+
+    if not args.json:
+        print(f"conformance of {args.endpoint}")
+    report = check_oracle(
+        args.endpoint,
+        points=args.points,
+        timeout=args.timeout,
+        curve_server_key=args.curve_server_key,
+        curve_client_key=args.curve_client_key,
+        only=args.only,
+        progress=show,
+    )
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        n_fail = len(report.failures)
+        print(f"{len(report.results) - n_fail} passed, {n_fail} failed: {'CONFORMS' if report.passed else 'DOES NOT CONFORM'}")
+    return 0 if report.passed else 1

@@ -1,0 +1,147 @@
+"""``rcvgp serve`` and ``rcvgp keys``: put an oracle on the wire, make CurveZMQ key pairs.
+
+``rcvgp serve ID --bind tcp://127.0.0.1:5555`` serves a catalog oracle (simulated, with optional
+noise and latency) or, when ID is ``module:NAME`` or ``path/to/file.py:NAME``, a rig
+integrator's own DataOracle (an instance, a class or a factory taking no arguments). It runs
+until SIGINT or SIGTERM. ``rcvgp keys DIR --name NAME`` writes ``NAME.key`` (public) and
+``NAME.key_secret`` (the pair) as ZeroMQ certificate files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from rcvgp.errors import ConfigError
+
+__all__ = ["register", "load_oracle"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``serve`` and ``keys`` to the ``rcvgp`` parser."""
+    p = subparsers.add_parser(
+        "serve",
+        help="serve an oracle over ZeroMQ (protocol v1)",
+        description="Serve a catalog oracle, or your own DataOracle (module:NAME or file.py:NAME), "
+        "over ZeroMQ until SIGINT/SIGTERM.",
+    )
+    p.add_argument("id", metavar="ID", help="a catalog id (e.g. feynman/I.8.14) or module:NAME / path.py:NAME")
+    p.add_argument("--bind", default="tcp://127.0.0.1:5555", metavar="ADDR",
+                   help="endpoint to bind (default tcp://127.0.0.1:5555; tcp://127.0.0.1:* picks a free port)")
+    p.add_argument("--noise", default=None, metavar="KIND:SCALE", help="catalog oracles: noise, e.g. relative:0.01")
+    p.add_argument("--seed", type=int, default=0, help="catalog oracles: noise seed (default 0)")
+    p.add_argument("--latency", type=float, default=0.0, metavar="S", help="catalog oracles: seconds per request")
+    p.add_argument("--max-rows", type=int, default=None, metavar="N", help="most rows per measure request")
+    p.add_argument("--max-message-bytes", type=int, default=64 * 2**20, metavar="N",
+                   help="larger requests get TOO_LARGE (default 64 MiB)")
+    p.add_argument("--journal", default=None, metavar="DIR",
+                   help="store every measure reply in DIR, so a retry after a restart is not measured again")
+    p.add_argument("--curve-secret", default=None, metavar="FILE",
+                   help="server key pair (*.key_secret from `rcvgp keys`): enables CurveZMQ")
+    p.add_argument("--curve-clients", default=None, metavar="DIR",
+                   help="allow only the client public keys (*.key) in DIR; SIGHUP re-reads it")
+    p.add_argument("--insecure", action="store_true", help="allow a non-loopback bind without CURVE")
+    p.add_argument("--quiet", action="store_true", help="do not log requests")
+    p.set_defaults(func=run_serve)
+
+    k = subparsers.add_parser(
+        "keys",
+        help="make CurveZMQ key pairs (NAME.key public, NAME.key_secret pair)",
+        description="Write ZeroMQ certificate files for CurveZMQ: give the server's .key to clients, each "
+        "client's .key to the server's --curve-clients directory; keep the .key_secret files private.",
+    )
+    k.add_argument("dir", metavar="DIR", help="directory to write to (created)")
+    k.add_argument("--name", action="append", default=None, metavar="NAME",
+                   help="key pair name (repeatable; default: server)")
+    k.add_argument("--force", action="store_true", help="overwrite existing files")
+    k.set_defaults(func=run_keys)
+
+
+def load_oracle(ident: str, *, noise: str | None = None, seed: int = 0, latency: float = 0.0) -> Any:
+    """The DataOracle named by ``ident``: ``module:NAME``, ``file.py:NAME`` or a catalog id."""
+    from rcvgp.oracle import DataOracle
+
+    if ":" in ident and not ident.startswith(("tcp:", "ipc:")):
+        where, _, name = ident.rpartition(":")
+        if where.endswith(".py") or os.sep in where or "/" in where:
+            path = Path(where)
+            if not path.is_file():
+                raise ConfigError(f"{ident}: no such file {where}")
+            spec = importlib.util.spec_from_file_location(f"_rcvgp_user_oracle_{path.stem}", path)
+            if spec is None or spec.loader is None:
+                raise ConfigError(f"{ident}: cannot import {where}")
+            module = importlib.util.module_from_spec(spec)
+            sys.path.insert(0, str(path.resolve().parent))
+            spec.loader.exec_module(module)
+        else:
+            try:
+                module = importlib.import_module(where)
+            except ImportError as exc:
+                raise ConfigError(f"{ident}: cannot import module {where}: {exc}") from None
+        if not hasattr(module, name):
+            raise ConfigError(f"{ident}: {where} has no attribute {name!r}")
+        obj = getattr(module, name)
+        if not isinstance(obj, DataOracle):
+            if not callable(obj):
+                raise ConfigError(f"{ident}: {name} is neither a DataOracle nor a class or factory making one")
+            obj = obj()
+        if not isinstance(obj, DataOracle):
+            raise ConfigError(f"{ident}: {name}() returned {type(obj).__name__}, not a DataOracle")
+        return obj
+    from rcvgp.simulate import SimulatedOracle  # lazily: the catalog is only needed here
+
+    return SimulatedOracle.from_benchmark(ident, noise=noise, seed=seed, latency=latency)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import logging
+
+    from rcvgp.transport.server import serve
+
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    oracle = load_oracle(args.id, noise=args.noise, seed=args.seed, latency=args.latency)
+
+    def ready(server: Any) -> None:
+        print(f"rcvgp serve: {server.spec.name} on {server.endpoint} (server session {server.server_session}"
+              f"{', CURVE' if args.curve_secret else ''}); Ctrl-C stops", flush=True)
+
+    try:
+        serve(
+            oracle,
+            args.bind,
+            on_ready=ready,
+            max_rows=args.max_rows,
+            max_message_bytes=args.max_message_bytes,
+            journal_dir=args.journal,
+            curve_secret_key=args.curve_secret,
+            curve_clients_dir=args.curve_clients,
+            insecure=args.insecure,
+            close_oracle=True,
+        )
+    finally:
+        print("rcvgp serve: stopped", flush=True)
+    return 0
+
+
+def run_keys(args: argparse.Namespace) -> int:
+    import zmq.auth as zauth
+
+    out = Path(args.dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in args.name or ["server"]:
+        if not name or "/" in name or os.sep in name:
+            raise ConfigError(f"--name {name!r}: give a plain file name such as server or client-alice")
+        targets = [out / f"{name}.key", out / f"{name}.key_secret"]
+        existing = [t for t in targets if t.exists()]
+        if existing and not args.force:
+            raise ConfigError(f"{existing[0]} exists; pass --force to overwrite or choose another --name")
+        public, secret = zauth.create_certificates(str(out), name)
+        os.chmod(secret, 0o600)
+        print(f"{name}: public key {public} (share it), key pair {secret} (keep it private)")
+    return 0
