@@ -145,6 +145,7 @@ class ExperimentConfig:
     output: Path = Path("runs/experiment")
     name: str = "experiment"
     source: str = "experiment"
+    key_names: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The experiment in the file's own layout (what a resolved ``experiment.yaml`` holds)."""
@@ -174,7 +175,8 @@ class ExperimentConfig:
 
     def error(self, key: str, message: str) -> ConfigError:
         """A ConfigError about one key of this experiment, prefixed like those found at load."""
-        return ConfigError(f"{self.source}: {key}: {message}")
+        shown = dict(self.key_names).get(key, key)
+        return ConfigError(f"{self.source}: {shown}: {message}")
 
 
 def is_endpoint(text: str) -> bool:
@@ -303,7 +305,7 @@ def experiment_from_dict(
     if not output.is_absolute():
         output = Path(output_base) / output if output_base is not None else ctx.base_dir / output
     return ExperimentConfig(oracle=oracle, method=method, seed=seed, search=search_config,
-                            output=output, name=name, source=source)
+                            output=output, name=name, source=source, key_names=tuple(ctx.key_names.items()))
 
 
 # -- internals --------------------------------------------------------------------------------------

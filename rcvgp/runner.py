@@ -1,0 +1,453 @@
+"""The experiment runner: the one place that wires an experiment's oracle, journal and search.
+
+:func:`run_experiment` takes a validated :class:`~rcvgp.config.ExperimentConfig`, builds its
+oracle (:func:`build_oracle`: a simulated catalog entry, a simulated expression, or a remote
+endpoint), wraps it in a :class:`~rcvgp.journal.JournalingOracle` so that every measurement is
+on disk before the search uses it, runs the search, and writes ``result.json`` and
+``summary.txt`` atomically (a temporary file, then a rename) into the output folder, beside
+``journal.jsonl`` and the resolved ``experiment.yaml``.
+
+Ctrl-C (SIGINT) or SIGTERM asks the search to stop after its current generation; the best
+expression so far is then saved like any other result, with ``stopped: interrupted``. A second
+Ctrl-C aborts at once; the journal is intact either way, and ``resume=True`` continues the run
+without measuring any journalled point again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from rcvgp.config import ExperimentConfig
+from rcvgp.errors import ConfigError, ExpressionError, OracleError, OracleTimeout, ProtocolError
+from rcvgp.journal import JOURNAL_NAME, JournalingOracle, JournalStats
+from rcvgp.oracle import DataOracle
+from rcvgp.search.base import Progress, SearchResult
+
+__all__ = [
+    "RESULT_NAME",
+    "SUMMARY_NAME",
+    "EXPERIMENT_NAME",
+    "RunReport",
+    "ProgressPrinter",
+    "build_oracle",
+    "run_experiment",
+    "format_summary",
+    "format_progress",
+    "write_atomic",
+]
+
+#: File names inside a run's output folder (besides the journal, ``journal.jsonl``).
+RESULT_NAME = "result.json"
+SUMMARY_NAME = "summary.txt"
+EXPERIMENT_NAME = "experiment.yaml"
+_RUN_FILES = (JOURNAL_NAME, RESULT_NAME, SUMMARY_NAME, EXPERIMENT_NAME)
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What :func:`run_experiment` hands back.
+
+    Attributes
+    ----------
+    config : ExperimentConfig
+    result : SearchResult
+        The search's own result.
+    data : dict
+        The content of ``result.json`` (JSON-ready): the search result plus ``exact``,
+        ``truth``, ``oracle``, ``journal`` counts and ``output``.
+    output : Path
+        The output folder.
+    journal : JournalStats
+        Points and requests replayed from the journal and measured live.
+    """
+
+    config: ExperimentConfig
+    result: SearchResult
+    data: dict[str, Any]
+    output: Path
+    journal: JournalStats
+
+    @property
+    def interrupted(self) -> bool:
+        return self.result.stopped == "interrupted"
+
+
+def build_oracle(config: ExperimentConfig) -> DataOracle:
+    """The oracle an experiment names, ready to answer (an endpoint has done its handshake).
+
+    Raises
+    ------
+    ConfigError
+        For an oracle that cannot be built from the settings, or an endpoint that does not
+        answer the handshake, naming the experiment's source and key.
+    """
+    o = config.oracle
+    # Noise and simulated failures get their own stream, apart from the search's (same seed).
+    if o.kind in ("catalog", "expression"):
+        import numpy as np
+
+        from rcvgp.simulate import SimulatedOracle
+
+        options: dict[str, Any] = dict(
+            noise=o.noise, seed=np.random.default_rng([config.seed, 0x5EED]), latency=o.latency,
+            fail_rate=o.fail_rate,
+        )
+        key = f"oracle.{o.kind}"
+        try:
+            if o.kind == "catalog":
+                return SimulatedOracle.from_benchmark(str(o.catalog), **options)
+            return SimulatedOracle.from_expression(str(o.expression), o.variables, name=f"sim:{config.name}",
+                                                   **options)
+        except (ConfigError, ExpressionError) as exc:
+            raise config.error(key, str(exc)) from exc
+
+    from rcvgp.transport.client import ZmqOracle
+
+    endpoint = str(o.endpoint)
+    try:
+        remote = ZmqOracle(endpoint, timeout=o.timeout, deadline=o.deadline,
+                           curve_server_key=o.server_key, curve_client_key=o.client_key)
+    except ConfigError as exc:
+        raise config.error("oracle", str(exc)) from exc
+    except (OSError, ValueError) as exc:  # zmq errors on a bad key file or address
+        raise config.error("oracle", f"cannot open {endpoint}: {exc}") from exc
+    try:
+        remote.describe()  # the handshake: fails here, not in the middle of the search
+    except OracleTimeout as exc:
+        remote.close()
+        keys = " and that `server_key` is the server's public key" if o.server_key else ""
+        raise config.error(
+            "oracle.endpoint",
+            f"no answer from {endpoint} within {o.deadline:g} s; check that an oracle server is running there "
+            f"(e.g. `rcvgp serve ID --bind {endpoint}`){keys}, or raise `oracle.deadline`",
+        ) from exc
+    except (OracleError, ProtocolError) as exc:
+        remote.close()
+        raise config.error("oracle.endpoint", f"{endpoint} refused the handshake: {exc}") from exc
+    return remote
+
+
+def run_experiment(
+    config: ExperimentConfig,
+    *,
+    resume: bool = False,
+    progress: Callable[[Progress], Any] | None = None,
+    notes: TextIO | None = sys.stderr,
+    handle_signals: bool = True,
+) -> RunReport:
+    """Run an experiment end to end and save its results.
+
+    Parameters
+    ----------
+    config : ExperimentConfig
+    resume : bool
+        Continue the run journalled in the output folder: journalled requests are answered from
+        the journal, the rest is measured live. Without it, an earlier run in the output folder
+        is moved aside to ``<output>.1`` (``.2``, ...) so that nothing is lost.
+    progress : callable, optional
+        Called with each :class:`~rcvgp.search.Progress`; returning True stops the search with
+        its best expression so far.
+    notes : text stream, optional
+        Where to say what happens to the output folder (stderr by default; None for silence).
+    handle_signals : bool
+        Turn the first SIGINT/SIGTERM into a clean stop (only possible in the main thread).
+
+    Returns
+    -------
+    RunReport
+
+    Raises
+    ------
+    ConfigError
+        For an oracle that cannot be built or reached, or a journal that does not belong to
+        this experiment.
+    OracleError
+        When the oracle fails during the search (the journal keeps what was measured).
+    """
+    from rcvgp.search import run_search
+
+    output = Path(config.output)
+    journal_path = output / JOURNAL_NAME
+    if resume and not journal_path.exists():
+        _note(notes, f"nothing to resume in {output}; starting a new run")
+    if not resume and any((output / name).exists() for name in _RUN_FILES):
+        moved = _set_aside(output)
+        _note(notes, f"an earlier run in {output} was moved to {moved}")
+    output.mkdir(parents=True, exist_ok=True)
+    write_atomic(output / EXPERIMENT_NAME, yaml.safe_dump(config.to_dict(), sort_keys=False))
+
+    oracle = build_oracle(config)
+    try:
+        journal = JournalingOracle(oracle, journal_path, resume=resume, fingerprint=config.fingerprint())
+    except BaseException:
+        oracle.close()
+        raise
+    with journal, _stop_requests(handle_signals, notes) as stop:
+
+        def on_progress(p: Progress) -> bool:
+            wanted = bool(progress(p)) if progress is not None else False
+            return wanted or stop.is_set()
+
+        result = run_search(config.method, journal, config.search, config.seed, progress=on_progress)
+        stats = journal.stats
+    if stop.is_set() and result.stopped != "interrupted":
+        result = _with_stopped(result, "interrupted")
+    data = _result_data(config, result, oracle, stats, output)
+    write_atomic(output / RESULT_NAME, json.dumps(data, indent=2, allow_nan=False) + "\n")
+    write_atomic(output / SUMMARY_NAME, format_summary(data) + "\n")
+    return RunReport(config=config, result=result, data=data, output=output, journal=stats)
+
+
+# -- presentation ---------------------------------------------------------------------------------
+
+
+def format_progress(p: Progress) -> str:
+    """One progress line: round, generation, best NMSE so far, points measured, elapsed time."""
+    rounds = f"round {p.round}/{p.n_rounds}" if p.round else "initial pools"
+    return (
+        f"[{p.method}] {rounds}  gen {p.generation}  best NMSE {_num(p.best_nmse)}  "
+        f"points {p.points:,} ({p.requests:,} requests)  {p.elapsed:.1f} s"
+    )
+
+
+class ProgressPrinter:
+    """A progress callback that prints :func:`format_progress` lines, at most one per interval
+    (plus every change of round), to a stream."""
+
+    def __init__(self, stream: TextIO = sys.stderr, min_interval: float = 1.0) -> None:
+        self.stream = stream
+        self.min_interval = float(min_interval)
+        self._last = -math.inf
+        self._round: int | None = None
+
+    def __call__(self, p: Progress) -> None:
+        now = time.monotonic()
+        if p.round != self._round or now - self._last >= self.min_interval:
+            self._round = p.round
+            self._last = now
+            print(format_progress(p), file=self.stream, flush=True)
+
+
+def format_summary(data: dict[str, Any]) -> str:
+    """The readable summary of a ``result.json`` object: the expression pretty-printed, its
+    metrics, its schedule, the measurements spent and where the files are."""
+    lines = [f"rcvgp {data.get('method')} on {data.get('oracle')} (seed {data.get('seed')}): {data.get('stopped')}"]
+    pretty = data.get("pretty") or data.get("expression")
+    lines.append("")
+    lines.extend("    " + row for row in str(pretty).splitlines())
+    lines.append("")
+    lines.append(f"  expression   {data.get('expression')}")
+    if data.get("truth") is not None:
+        exact = {True: "yes", False: "no"}.get(data.get("exact"), "unknown")  # type: ignore[arg-type]
+        lines.append(f"  true law     {data['truth']}   (recovered exactly: {exact})")
+    m = data.get("test_metrics") or {}
+    lines.append(
+        f"  test data    NMSE {_num(m.get('nmse'))}   R^2 {_num(m.get('r2'), '.6f')}   RMSE {_num(m.get('rmse'))}"
+        f"   (fresh points, never seen by the search)"
+    )
+    schedule = data.get("schedule") or []
+    if schedule:
+        steps = [("held " + ", ".join(s)) if s else "none held" for s in schedule]
+        lines.append("  schedule     " + " -> ".join(steps))
+    failed = data.get("points_failed") or 0
+    lines.append(
+        f"  measured     {data.get('points_measured', 0):,} points in {data.get('requests', 0):,} requests"
+        + (f" ({failed:,} unmeasurable)" if failed else "")
+        + f", {_num(data.get('wall_seconds'), '.1f')} s"
+    )
+    j = data.get("journal") or {}
+    if j.get("replayed_points"):
+        lines.append(f"  journal      {j['replayed_points']:,} points replayed, {j.get('live_points', 0):,} measured live")
+    if data.get("output"):
+        lines.append(f"  results      {Path(data['output']) / RESULT_NAME}")
+    if data.get("stopped") == "interrupted":
+        lines.append("  (interrupted: this is the best expression so far; continue with --resume)")
+    return "\n".join(lines)
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write a text file so that readers see the old content or the new one, never a part."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    try:  # make the rename itself durable
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:  # pragma: no cover - e.g. platforms without directory handles
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+# -- internals ------------------------------------------------------------------------------------
+
+
+def _result_data(
+    config: ExperimentConfig, result: SearchResult, oracle: DataOracle, stats: JournalStats, output: Path
+) -> dict[str, Any]:
+    import sympy
+
+    from rcvgp import __version__
+
+    data = result.to_dict()
+    spec = oracle.describe()
+    names = [v.name for v in spec.variables]
+    found = _on_names(result.best.sympy_expr, names)
+    truth_text = oracle.reveal() if callable(getattr(oracle, "reveal", None)) else None  # type: ignore[attr-defined]
+    exact: bool | None = None
+    if truth_text is not None:
+        from rcvgp.benchmarks import parse_expression
+        from rcvgp.metrics import is_exact
+
+        exact = bool(is_exact(found, parse_expression(truth_text, names)))
+    data.update(
+        experiment=config.name,
+        oracle=spec.name,
+        variables=names,
+        sympy=sympy.srepr(found) if found is not None else None,
+        pretty=_pretty(found, result.best.expression),
+        exact=exact,
+        truth=truth_text,
+        journal={"path": str(output / JOURNAL_NAME), **stats.to_dict()},
+        output=str(output),
+        experiment_file=config.source,
+        rcvgp_version=__version__,
+    )
+    order = ["expression", "nmse_test", "exact", "points_measured", "requests", "wall_seconds", "schedule", "stopped"]
+    ordered = {k: data[k] for k in order} | {k: v for k, v in data.items() if k not in order}
+    return _json_ready(ordered)  # type: ignore[no-any-return]
+
+
+def _on_names(expr: Any, names: list[str]) -> Any:
+    """The expression over the oracle's variable names (a search may print x0..x{n-1})."""
+    import sympy
+
+    if expr is None:
+        return None
+    expr = sympy.sympify(expr)
+    swap = {}
+    for sym in expr.free_symbols:
+        text = str(sym)
+        if text not in names and text.startswith("x") and text[1:].isdigit() and int(text[1:]) < len(names):
+            swap[sym] = sympy.Symbol(names[int(text[1:])])
+    return expr.xreplace(swap) if swap else expr
+
+
+def _pretty(expr: Any, fallback: str) -> str:
+    import sympy
+
+    if expr is None:
+        return fallback
+    try:
+        return str(sympy.pretty(expr, use_unicode=False, wrap_line=False))
+    except Exception:  # noqa: BLE001 - a printer failure must not lose a result
+        return fallback
+
+
+def _json_ready(value: Any) -> Any:
+    """Strict JSON: tuples become lists, non-finite floats null, numpy scalars Python numbers."""
+    if isinstance(value, dict):
+        return {str(k): _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    return str(value)
+
+
+def _with_stopped(result: SearchResult, stopped: str) -> SearchResult:
+    import dataclasses
+
+    return dataclasses.replace(result, stopped=stopped)
+
+
+def _num(value: Any, fmt: str = ".3g") -> str:
+    if value is None:
+        return "n/a"
+    try:
+        return format(float(value), fmt)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _note(stream: TextIO | None, text: str) -> None:
+    if stream is not None:
+        print(f"rcvgp: {text}", file=stream, flush=True)
+
+
+def _set_aside(output: Path) -> Path:
+    n = 1
+    while output.with_name(f"{output.name}.{n}").exists():
+        n += 1
+    target = output.with_name(f"{output.name}.{n}")
+    os.rename(output, target)
+    return target
+
+
+class _StopFlag:
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+
+@contextmanager
+def _stop_requests(enabled: bool, notes: TextIO | None) -> Iterator[_StopFlag]:
+    """A flag the first SIGINT/SIGTERM sets; a second SIGINT raises KeyboardInterrupt."""
+    flag = _StopFlag()
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    signals = [signal.SIGINT] + ([signal.SIGTERM] if hasattr(signal, "SIGTERM") else [])
+    previous = {s: signal.getsignal(s) for s in signals}
+
+    def handler(signum: int, frame: Any) -> None:
+        if flag.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        flag.set()
+        _note(notes, "stopping after this generation; the best expression so far will be saved "
+                     "(Ctrl-C again to abort; the journal keeps every measurement)")
+
+    for s in signals:
+        signal.signal(s, handler)
+    try:
+        yield flag
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
