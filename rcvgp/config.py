@@ -173,10 +173,13 @@ class ExperimentConfig:
         text = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
+    def label(self, key: str) -> str:
+        """How messages call a key: its dotted path, or the flag it came from."""
+        return dict(self.key_names).get(key, key)
+
     def error(self, key: str, message: str) -> ConfigError:
         """A ConfigError about one key of this experiment, prefixed like those found at load."""
-        shown = dict(self.key_names).get(key, key)
-        return ConfigError(f"{self.source}: {shown}: {message}")
+        return ConfigError(f"{self.source}: {self.label(key)}: {message}")
 
 
 def is_endpoint(text: str) -> bool:

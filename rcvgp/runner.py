@@ -35,7 +35,7 @@ import yaml
 from rcvgp.config import ExperimentConfig
 from rcvgp.errors import ConfigError, ExpressionError, OracleError, OracleTimeout, ProtocolError
 from rcvgp.journal import JOURNAL_NAME, JournalingOracle, JournalStats
-from rcvgp.oracle import DataOracle
+from rcvgp.oracle import DataOracle, OracleSpec
 from rcvgp.search.base import Progress, SearchResult
 
 __all__ = [
@@ -134,7 +134,7 @@ def build_oracle(config: ExperimentConfig) -> DataOracle:
         raise config.error(
             "oracle.endpoint",
             f"no answer from {endpoint} within {o.deadline:g} s; check that an oracle server is running there "
-            f"(e.g. `rcvgp serve ID --bind {endpoint}`){keys}, or raise `oracle.deadline`",
+            f"(e.g. `rcvgp serve ID --bind {endpoint}`){keys}, or raise `{config.label('oracle.deadline')}`",
         ) from exc
     except (OracleError, ProtocolError) as exc:
         remote.close()
@@ -183,16 +183,15 @@ def run_experiment(
 
     output = Path(config.output)
     journal_path = output / JOURNAL_NAME
+    oracle = build_oracle(config)  # before touching the output folder: a bad oracle leaves nothing behind
     if resume and not journal_path.exists():
-        _note(notes, f"nothing to resume in {output}; starting a new run")
+        _note(notes, f"nothing to resume in {_shown(output)}; starting a new run")
     if not resume and any((output / name).exists() for name in _RUN_FILES):
         moved = _set_aside(output)
-        _note(notes, f"an earlier run in {output} was moved to {moved}")
+        _note(notes, f"an earlier run in {_shown(output)} was moved to {_shown(moved)}")
     output.mkdir(parents=True, exist_ok=True)
-    write_atomic(output / EXPERIMENT_NAME, yaml.safe_dump(config.to_dict(), sort_keys=False))
-
-    oracle = build_oracle(config)
     try:
+        write_atomic(output / EXPERIMENT_NAME, yaml.safe_dump(config.to_dict(), sort_keys=False))
         journal = JournalingOracle(oracle, journal_path, resume=resume, fingerprint=config.fingerprint())
     except BaseException:
         oracle.close()
@@ -203,11 +202,10 @@ def run_experiment(
             wanted = bool(progress(p)) if progress is not None else False
             return wanted or stop.is_set()
 
+        spec = journal.describe()
         result = run_search(config.method, journal, config.search, config.seed, progress=on_progress)
         stats = journal.stats
-    if stop.is_set() and result.stopped != "interrupted":
-        result = _with_stopped(result, "interrupted")
-    data = _result_data(config, result, oracle, stats, output)
+    data = _result_data(config, result, spec, oracle, stats, output)
     write_atomic(output / RESULT_NAME, json.dumps(data, indent=2, allow_nan=False) + "\n")
     write_atomic(output / SUMMARY_NAME, format_summary(data) + "\n")
     return RunReport(config=config, result=result, data=data, output=output, journal=stats)
@@ -274,7 +272,7 @@ def format_summary(data: dict[str, Any]) -> str:
     if j.get("replayed_points"):
         lines.append(f"  journal      {j['replayed_points']:,} points replayed, {j.get('live_points', 0):,} measured live")
     if data.get("output"):
-        lines.append(f"  results      {Path(data['output']) / RESULT_NAME}")
+        lines.append(f"  results      {_shown(Path(data['output']) / RESULT_NAME)}")
     if data.get("stopped") == "interrupted":
         lines.append("  (interrupted: this is the best expression so far; continue with --resume)")
     return "\n".join(lines)
@@ -310,14 +308,18 @@ def write_atomic(path: str | Path, text: str) -> None:
 
 
 def _result_data(
-    config: ExperimentConfig, result: SearchResult, oracle: DataOracle, stats: JournalStats, output: Path
+    config: ExperimentConfig,
+    result: SearchResult,
+    spec: OracleSpec,
+    oracle: DataOracle,
+    stats: JournalStats,
+    output: Path,
 ) -> dict[str, Any]:
     import sympy
 
     from rcvgp import __version__
 
     data = result.to_dict()
-    spec = oracle.describe()
     names = [v.name for v in spec.variables]
     found = _on_names(result.best.sympy_expr, names)
     truth_text = oracle.reveal() if callable(getattr(oracle, "reveal", None)) else None  # type: ignore[attr-defined]
@@ -387,12 +389,6 @@ def _json_ready(value: Any) -> Any:
     return str(value)
 
 
-def _with_stopped(result: SearchResult, stopped: str) -> SearchResult:
-    import dataclasses
-
-    return dataclasses.replace(result, stopped=stopped)
-
-
 def _num(value: Any, fmt: str = ".3g") -> str:
     if value is None:
         return "n/a"
@@ -400,6 +396,14 @@ def _num(value: Any, fmt: str = ".3g") -> str:
         return format(float(value), fmt)
     except (TypeError, ValueError):
         return str(value)
+
+
+def _shown(path: Path) -> str:
+    """A path as short as it can be: relative to the current folder when it is inside it."""
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _note(stream: TextIO | None, text: str) -> None:
