@@ -176,8 +176,8 @@ class Channel:
             try:
                 rid = json.loads(bytes(body[0])).get("id") if body else None
             except (ValueError, AttributeError):
-                rid = None
-            if rid == request_id:
+                return body  # unparsable: let the caller report it rather than wait
+            if rid == request_id or rid is None:  # None: the server could not read our request
                 return body
             log.debug("discarding a late reply (id %r, expected %r)", rid, request_id)
 

@@ -170,6 +170,7 @@ class OracleServer:
         self._spec_dict = dict(spec.to_dict(), max_rows=self.max_rows)
         self._stop = threading.Event()
         self._reload = threading.Event()
+        self._reloaded = threading.Event()
         self._ready = threading.Event()
         self._start_error: BaseException | None = None
         self._thread: threading.Thread | None = None
@@ -219,9 +220,17 @@ class OracleServer:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
-    def reload_keys(self) -> None:
-        """Re-read the CURVE client allow-list (after adding or deleting a key file)."""
+    def reload_keys(self, timeout: float = 5.0) -> None:
+        """Re-read the CURVE client allow-list (after adding or deleting a key file).
+
+        New connections are judged by the new list once this returns; connections already
+        authenticated stay open until they close.
+        """
+        self._reloaded.clear()
         self._reload.set()
+        running = self._thread is not None and self._thread.is_alive() and self._thread is not threading.current_thread()
+        if running:
+            self._reloaded.wait(timeout)
 
     def __enter__(self) -> OracleServer:
         return self.start()
@@ -273,9 +282,12 @@ class OracleServer:
                     if exc.errno == zmq.EINTR:
                         continue
                     raise
-                if self._reload.is_set() and auth is not None:
+                if self._reload.is_set():
                     self._reload.clear()
-                    self._configure_clients(auth)
+                    if auth is not None:
+                        self._configure_clients(auth)
+                        log.info("CURVE client allow-list reloaded")
+                    self._reloaded.set()
                 if rsock.fileno() in events:
                     self._drain_results(sock, rsock)
                 if sock in events:

@@ -1,0 +1,256 @@
+"""The server in a thread: validation before the oracle, error replies, cache, journal, liveness."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from typing import Any
+
+import numpy as np
+import pytest
+
+from wire_helpers import SPEC, CountingFn, in_limits
+from rcvgp.errors import ConfigError, OracleError, OracleTimeout
+from rcvgp.oracle import CallableOracle
+from rcvgp.transport import codec
+from rcvgp.transport.client import Channel, ZmqOracle
+from rcvgp.transport.server import OracleServer, is_loopback
+
+
+def _ask(channel: Channel, frames: list[Any], rid: str | None = None) -> codec.Message:
+    return codec.decode(channel.exchange(frames, rid, timeout=5, deadline=10), dtypes=None)
+
+
+def _req(op: str, rid: str = "1", session: str = "s", arrays: dict | None = None, **header: Any) -> list[Any]:
+    h = {"protocol": codec.PROTOCOL, "v": codec.VERSION, "op": op, "id": rid, "session": session, "params": {}}
+    h.update(header)
+    return codec.encode(h, arrays)
+
+
+def _hdr(frames_dict: dict) -> bytes:
+    return json.dumps(frames_dict).encode()
+
+
+GOOD = {"protocol": "rcvgp-oracle", "v": "1.0", "op": "measure", "id": "m", "session": "s", "params": {}}
+X3 = in_limits(4)
+DESC = {"name": "X", "dtype": "<f8", "shape": [4, 3], "nbytes": 96}
+
+MALFORMED = {
+    "empty message": ([], "BAD_REQUEST"),
+    "empty header": ([b""], "BAD_REQUEST"),
+    "binary header": ([b"\x00\xff\x10"], "BAD_REQUEST"),
+    "invalid json": ([b"{'op': 'ping'}"], "BAD_REQUEST"),
+    "json list": ([b"[]"], "BAD_REQUEST"),
+    "json string": ([b'"ping"'], "BAD_REQUEST"),
+    "no protocol": ([_hdr({k: v for k, v in GOOD.items() if k != "protocol"})], "BAD_REQUEST"),
+    "no version": ([_hdr({k: v for k, v in GOOD.items() if k != "v"})], "BAD_REQUEST"),
+    "bad version": ([_hdr(dict(GOOD, v="one"))], "BAD_REQUEST"),
+    "major 2": ([_hdr(dict(GOOD, v="2.0"))], "UNSUPPORTED_VERSION"),
+    "no id": ([_hdr({k: v for k, v in GOOD.items() if k != "id"})], "BAD_REQUEST"),
+    "numeric id": ([_hdr(dict(GOOD, id=5))], "BAD_REQUEST"),
+    "long id": ([_hdr(dict(GOOD, id="x" * 200))], "BAD_REQUEST"),
+    "no session": ([_hdr({k: v for k, v in GOOD.items() if k != "session"})], "BAD_REQUEST"),
+    "type reply": ([_hdr(dict(GOOD, type="reply"))], "BAD_REQUEST"),
+    "op not string": ([_hdr(dict(GOOD, op=["measure"]))], "BAD_REQUEST"),
+    "unknown op": ([_hdr(dict(GOOD, op="explode"))], "UNKNOWN_OPERATION"),
+    "params list": ([_hdr(dict(GOOD, params=[]))], "BAD_REQUEST"),
+    "readback not bool": ([_hdr(dict(GOOD, params={"readback": "yes"}, arrays=[DESC])), X3.tobytes()], "BAD_REQUEST"),
+    "missing X": ([_hdr(GOOD)], "BAD_REQUEST"),
+    "descriptor without frame": ([_hdr(dict(GOOD, arrays=[DESC]))], "BAD_REQUEST"),
+    "frame without descriptor": ([_hdr(GOOD), X3.tobytes()], "BAD_REQUEST"),
+    "nbytes wrong": ([_hdr(dict(GOOD, arrays=[dict(DESC, nbytes=95)])), X3.tobytes()], "BAD_REQUEST"),
+    "shape wrong": ([_hdr(dict(GOOD, arrays=[dict(DESC, shape=[3, 4])])), X3.tobytes()], "BAD_REQUEST"),
+    "shape 1-d": ([_hdr(dict(GOOD, arrays=[dict(DESC, shape=[12])])), X3.tobytes()], "BAD_REQUEST"),
+    "too few columns": ([_hdr(dict(GOOD, arrays=[dict(DESC, shape=[6, 2])])), X3.tobytes()], "BAD_REQUEST"),
+    "zero rows": ([_hdr(dict(GOOD, arrays=[dict(DESC, shape=[0, 3], nbytes=0)])), b""], "BAD_REQUEST"),
+    "native dtype": ([_hdr(dict(GOOD, arrays=[dict(DESC, dtype="f8")])), X3.tobytes()], "BAD_REQUEST"),
+    "complex dtype": ([_hdr(dict(GOOD, arrays=[dict(DESC, dtype="<c16", nbytes=192)])), bytes(192)], "BAD_REQUEST"),
+    "int dtype": ([_hdr(dict(GOOD, arrays=[dict(DESC, dtype="<i8")])), bytes(96)], "BAD_REQUEST"),
+    "object dtype": ([_hdr(dict(GOOD, arrays=[dict(DESC, dtype="|O")])), bytes(96)], "BAD_REQUEST"),
+    "pickle-like": ([_hdr(dict(GOOD, arrays=[dict(DESC, dtype="pickle")])), b"\x80\x04K\x01."], "BAD_REQUEST"),
+    "shape strings": ([_hdr(dict(GOOD, arrays=[dict(DESC, shape=["4", "3"])])), X3.tobytes()], "BAD_REQUEST"),
+    "descriptor not object": ([_hdr(dict(GOOD, arrays=["X"])), X3.tobytes()], "BAD_REQUEST"),
+    "nan set point": ([_hdr(dict(GOOD, arrays=[DESC])), np.where(np.eye(4, 3) > 0, np.nan, X3).tobytes()], "OUT_OF_LIMITS"),
+    "too many rows": (_req("measure", arrays={"X": in_limits(5001)}), "TOO_LARGE"),
+    "oversize": ([_hdr(dict(GOOD, arrays=[{"name": "pad", "dtype": "<f8", "shape": [2**17 + 1], "nbytes": 2**20 + 8}])),
+                  bytes(2**20 + 8)], "TOO_LARGE"),
+}
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_malformed_input_gets_an_error_reply_and_the_server_keeps_serving(server: OracleServer, fn: CountingFn, name: str) -> None:
+    frames, code = MALFORMED[name]
+    with Channel(server.endpoint) as ch:
+        msg = _ask(ch, frames)
+        assert msg.header["ok"] is False
+        assert msg.header["error"]["code"] == code, msg.header["error"]
+        assert msg.header["server_session"] == server.server_session
+        assert _ask(ch, _req("ping", "p"), "p").header["ok"] is True
+    assert fn.calls == []  # nothing malformed reached the oracle
+
+
+def test_unparsable_request_reply_has_null_id(server: OracleServer) -> None:
+    with Channel(server.endpoint) as ch:
+        h = _ask(ch, [b"{oops"]).header
+    assert h["id"] is None and h["error"]["code"] == "BAD_REQUEST" and "JSON" in h["error"]["message"]
+
+
+def test_out_of_limit_points_never_reach_the_oracle(server: OracleServer, fn: CountingFn) -> None:
+    X = in_limits(50)
+    X[17, 1] = 0.2  # |b| < 0.5: inside the gap of the mirrored support
+    with Channel(server.endpoint) as ch:
+        err = _ask(ch, _req("measure", arrays={"X": X}), "1").header["error"]
+    assert err["code"] == "OUT_OF_LIMITS" and err["retryable"] is False
+    d = err["details"]
+    assert (d["variable"], d["row"], d["value"]) == ("b", 17, 0.2)
+    assert "b = 0.2" in err["message"] and "[-3, -0.5] U [0.5, 3]" in err["message"]
+    assert fn.calls == []
+
+
+def test_big_endian_and_float32_set_points_are_converted_exactly(server: OracleServer, fn: CountingFn) -> None:
+    X = in_limits(8).astype("<f4")
+    with Channel(server.endpoint) as ch:
+        y32 = _ask(ch, _req("measure", "a", arrays={"X": X}), "a").arrays["y"]
+        y_be = _ask(ch, _req("measure", "b", arrays={"X": X.astype(">f8")}), "b").arrays["y"]
+    assert y32.tobytes() == y_be.tobytes()
+    np.testing.assert_array_equal(fn.calls[0], X.astype(np.float64))
+
+
+def test_duplicate_request_id_is_measured_once_and_answered_byte_for_byte(server: OracleServer, fn: CountingFn) -> None:
+    frames = _req("measure", "dup", arrays={"X": in_limits(10)})
+    with Channel(server.endpoint) as ch:
+        first = ch.exchange(frames, "dup", timeout=5, deadline=10)
+        second = ch.exchange(frames, "dup", timeout=5, deadline=10)
+        other = _ask(ch, _req("measure", "dup", arrays={"X": in_limits(10, seed=1)}), "dup").header
+    assert first == second
+    assert len(fn.calls) == 1
+    assert other["error"]["code"] == "BAD_REQUEST" and "already used" in other["error"]["message"]
+
+
+def test_retry_of_a_running_measurement_is_attached_not_measured_again(fn: CountingFn) -> None:
+    fn.block, fn.started = threading.Event(), threading.Event()
+    with OracleServer(CallableOracle(fn, SPEC), "tcp://127.0.0.1:*") as srv:
+        frames = _req("measure", "slow", arrays={"X": in_limits(3)})
+        with Channel(srv.endpoint) as ch:
+            with pytest.raises(OracleTimeout):
+                ch.exchange(frames, "slow", timeout=0.2, deadline=0.2)
+            assert fn.started.wait(5)
+            threading.Timer(0.2, fn.block.set).start()
+            msg = _ask(ch, frames, "slow")  # the retry, on a fresh socket
+    assert msg.header["ok"] is True
+    assert len(fn.calls) == 1
+
+
+def test_ping_and_status_are_answered_while_a_measurement_runs(fn: CountingFn) -> None:
+    fn.block, fn.started = threading.Event(), threading.Event()
+    with OracleServer(CallableOracle(fn, SPEC), "tcp://127.0.0.1:*") as srv:
+        results: list[Any] = []
+        with ZmqOracle(srv.endpoint, timeout=5, deadline=30) as measuring, ZmqOracle(srv.endpoint, timeout=5, deadline=10) as watcher:
+            measuring.describe()
+            t = threading.Thread(target=lambda: results.append(measuring.measure(in_limits(5))))
+            t.start()
+            assert fn.started.wait(10)
+            status = watcher.status()
+            assert watcher.ping()["server_session"] == srv.server_session
+            fn.block.set()
+            t.join(10)
+    assert status["state"] == "measuring" and status["current"]["rows"] == 5
+    assert results and results[0].shape == (5,)
+
+
+def test_busy_when_the_queue_is_full_is_retryable(fn: CountingFn) -> None:
+    fn.block, fn.started = threading.Event(), threading.Event()
+    with OracleServer(CallableOracle(fn, SPEC), "tcp://127.0.0.1:*", max_queue=1) as srv:
+        with Channel(srv.endpoint) as ch:
+            with pytest.raises(OracleTimeout):
+                ch.exchange(_req("measure", "1", arrays={"X": in_limits(2)}), "1", timeout=0.2, deadline=0.2)
+            assert fn.started.wait(5)
+            err = _ask(ch, _req("measure", "2", arrays={"X": in_limits(2)}), "2").header["error"]
+            fn.block.set()
+    assert err["code"] == "BUSY" and err["retryable"] is True
+
+
+@pytest.mark.parametrize(
+    "exc, code",
+    [(OracleError("thermocouple open circuit"), "RIG_FAULT"), (RuntimeError("driver bug"), "INTERNAL"), (None, "RIG_FAULT")],
+)
+def test_a_failing_oracle_becomes_an_error_reply_and_the_server_survives(exc: Exception | None, code: str) -> None:
+    def bad(X: np.ndarray) -> Any:
+        if exc is None:
+            return np.ones(len(X) + 1)  # wrong shape
+        raise exc
+
+    with OracleServer(CallableOracle(bad, SPEC), "tcp://127.0.0.1:*") as srv, Channel(srv.endpoint) as ch:
+        err = _ask(ch, _req("measure", arrays={"X": in_limits(3)}), "1").header["error"]
+        assert err["code"] == code
+        if exc is not None:
+            assert str(exc) in err["message"]
+        assert _ask(ch, _req("ping", "2"), "2").header["ok"] is True
+
+
+def test_nan_from_the_oracle_travels_as_nan(fn: CountingFn) -> None:
+    oracle = CallableOracle(lambda X: np.where(X[:, 0] > 1, np.nan, X[:, 0]), SPEC)
+    with OracleServer(oracle, "tcp://127.0.0.1:*") as srv, ZmqOracle(srv.endpoint) as remote:
+        X = in_limits(100)
+        y = remote.measure(X)
+    assert np.isnan(y).sum() == (X[:, 0] > 1).sum() > 0
+
+
+def test_journal_answers_a_retry_after_a_restart_without_measuring(tmp_path: Any, fn: CountingFn) -> None:
+    address = f"ipc://{tmp_path}/j.sock"
+    frames = _req("measure", "42", session="client-1", arrays={"X": in_limits(6)})
+    with OracleServer(CallableOracle(fn, SPEC), address, journal_dir=tmp_path / "journal") as first, Channel(address) as ch:
+        before = ch.exchange(frames, "42", timeout=5, deadline=10)
+        session_1 = first.server_session
+    with OracleServer(CallableOracle(fn, SPEC), address, journal_dir=tmp_path / "journal") as second, Channel(address) as ch:
+        after = ch.exchange(frames, "42", timeout=5, deadline=10)
+        status = _ask(ch, _req("status", "s"), "s").header["result"]
+        assert second.server_session != session_1
+    assert after == before  # the stored reply, byte for byte (first server's session inside)
+    assert len(fn.calls) == 1 and status["measurements"] == 0 and status["cache_hits"] == 1
+
+
+def test_non_loopback_bind_is_refused_without_curve(oracle: CallableOracle) -> None:
+    with pytest.raises(ConfigError, match="--insecure"):
+        OracleServer(oracle, "tcp://0.0.0.0:5555")
+    with pytest.raises(ConfigError, match="--insecure"):
+        OracleServer(oracle, "tcp://*:5555")
+
+
+@pytest.mark.parametrize("address, local", [("tcp://127.0.0.1:1", True), ("tcp://localhost:1", True), ("tcp://[::1]:1", True),
+                                            ("ipc:///tmp/x", True), ("tcp://0.0.0.0:1", False), ("tcp://eth0:1", False),
+                                            ("tcp://10.0.0.5:1", False)])
+def test_is_loopback(address: str, local: bool) -> None:
+    assert is_loopback(address) is local
+
+
+def test_a_port_in_use_is_a_config_error(server: OracleServer, oracle: CallableOracle) -> None:
+    with pytest.raises(ConfigError, match="cannot bind"):
+        OracleServer(oracle, server.endpoint).start()
+
+
+def test_hello_reports_limits_and_never_the_equation(server: OracleServer) -> None:
+    with Channel(server.endpoint) as ch:
+        result = _ask(ch, _req("hello", "h"), "h").header["result"]
+    assert result["versions"] == [codec.VERSION]
+    assert result["limits"]["max_rows"] == 5000 and result["limits"]["max_message_bytes"] == 2**20
+    assert result["oracle"] == SPEC.to_dict()
+    assert set(result["operations"]) >= {"hello", "describe", "measure", "ping", "status"}
+
+
+def test_many_clients_each_get_their_own_answers(server: OracleServer, fn: CountingFn) -> None:
+    out: dict[int, Any] = {}
+
+    def run(k: int) -> None:
+        with ZmqOracle(server.endpoint, session=uuid.uuid4().hex) as c:
+            out[k] = c.measure(in_limits(7, seed=k))
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    ref = CallableOracle(CountingFn(), SPEC)
+    for k in range(6):
+        np.testing.assert_array_equal(out[k], ref.measure(in_limits(7, seed=k)))
