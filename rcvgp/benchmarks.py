@@ -39,6 +39,7 @@ __all__ = [
     "CATALOG_PACKAGE",
     "EXPRESSION_FUNCTIONS",
     "parse_expression",
+    "check_expression",
     "load_catalog",
     "load_catalog_file",
     "get_benchmark",
@@ -62,6 +63,7 @@ EXPRESSION_FUNCTIONS: dict[str, Any] = {
 _EXPRESSION_CONSTANTS: dict[str, sympy.Expr] = {"pi": sympy.pi, "E": sympy.E}
 
 _SCHEMA = "rcvgp-catalog/1"
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when built with libyaml
 _GROUP_KEYS = {"schema", "group", "family", "title", "order", "paper_table", "count", "note", "equations"}
 _GROUP_REQUIRED = ("schema", "group", "count", "equations")
 _ENTRY_KEYS = {
@@ -149,6 +151,19 @@ def _node_text(node: ast.AST) -> str:
     return f" at column {col + 1}" if col is not None else ""
 
 
+def check_expression(text: str, names: Sequence[str]) -> None:
+    """Validate an expression string as :func:`parse_expression` does, without building sympy.
+
+    Fast enough to run on the whole catalog at every load.
+
+    Raises
+    ------
+    ExpressionError
+        As :func:`parse_expression`.
+    """
+    _walk_expression(text, names, build=False)
+
+
 def parse_expression(text: str, names: Sequence[str]) -> sympy.Expr:
     """Parse an expression string into sympy without evaluating any code.
 
@@ -173,6 +188,15 @@ def parse_expression(text: str, names: Sequence[str]) -> sympy.Expr:
         Naming the offending token and its column. The message never repeats the whole
         expression (it may be a secret ground truth).
     """
+    expr = _walk_expression(text, names, build=True)
+    expr = sympy.sympify(expr)
+    if not isinstance(expr, sympy.Expr) or expr.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo):
+        raise ExpressionError("the expression is not a finite real formula (e.g. a division by zero)")
+    return expr
+
+
+def _walk_expression(text: str, names: Sequence[str], build: bool) -> Any:
+    """Walk the syntax tree over the whitelist; build sympy on the way if ``build``."""
     if not isinstance(text, str) or not text.strip():
         raise ExpressionError("the expression is empty: give a formula such as `x0*sin(x1)`")
     symbols = {str(n): sympy.Symbol(str(n)) for n in names}
@@ -185,9 +209,9 @@ def parse_expression(text: str, names: Sequence[str]) -> sympy.Expr:
         col = f" at column {exc.offset}" if exc.offset else ""
         raise ExpressionError(f"the expression does not parse: {exc.msg}{col}") from None
 
-    def build(node: ast.AST) -> Any:
+    def _full(node: ast.AST) -> Any:
         if isinstance(node, ast.Expression):
-            return build(node.body)
+            return _full(node.body)
         if isinstance(node, ast.Constant) and type(node.value) in (int, float):
             if isinstance(node.value, int):
                 return sympy.Integer(node.value)
@@ -207,7 +231,7 @@ def parse_expression(text: str, names: Sequence[str]) -> sympy.Expr:
                 f"(variables: {', '.join(symbols) or 'none'}; constants: pi, E)"
             )
         if isinstance(node, ast.BinOp):
-            left, right = build(node.left), build(node.right)
+            left, right = _full(node.left), _full(node.right)
             if isinstance(node.op, ast.Add):
                 return left + right
             if isinstance(node.op, ast.Sub):
@@ -222,7 +246,7 @@ def parse_expression(text: str, names: Sequence[str]) -> sympy.Expr:
                 f"operator {type(node.op).__name__}{_node_text(node)} is not allowed (use + - * / **)"
             )
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            operand = build(node.operand)
+            operand = _full(node.operand)
             return -operand if isinstance(node.op, ast.USub) else operand
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in EXPRESSION_FUNCTIONS:
@@ -235,17 +259,39 @@ def parse_expression(text: str, names: Sequence[str]) -> sympy.Expr:
                 )
             if node.keywords or len(node.args) != 1:
                 raise ExpressionError(f"{node.func.id}(){_node_text(node)} takes exactly one argument")
-            return EXPRESSION_FUNCTIONS[node.func.id](build(node.args[0]))
+            return EXPRESSION_FUNCTIONS[node.func.id](_full(node.args[0]))
         raise ExpressionError(f"{type(node).__name__}{_node_text(node)} is not allowed in an expression")
 
+    def _validate(node: ast.AST) -> None:
+        # the checks of _full without building sympy: inner nodes are walked here, leaves (and
+        # anything refused) go through _full, which is cheap for them
+        if isinstance(node, ast.BinOp):
+            if isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant) and node.right.value == 0:
+                raise ExpressionError(f"division by zero{_node_text(node)}")
+            _validate(node.left)
+            _validate(node.right)
+            if not isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)):
+                raise ExpressionError(
+                    f"operator {type(node.op).__name__}{_node_text(node)} is not allowed (use + - * / **)"
+                )
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            _validate(node.operand)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in EXPRESSION_FUNCTIONS:
+            if node.keywords or len(node.args) != 1:
+                raise ExpressionError(f"{node.func.id}(){_node_text(node)} takes exactly one argument")
+            _validate(node.args[0])
+        elif isinstance(node, ast.Expression):
+            _validate(node.body)
+        else:
+            _full(node)
+
     try:
-        expr = build(tree)
+        if not build:
+            _validate(tree)
+            return None
+        return _full(tree)
     except RecursionError:
         raise ExpressionError("the expression is nested too deeply") from None
-    expr = sympy.sympify(expr)
-    if not isinstance(expr, sympy.Expr) or expr.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo):
-        raise ExpressionError("the expression is not a finite real formula (e.g. a division by zero)")
-    return expr
 
 
 # --------------------------------------------------------------------------------------------
@@ -338,13 +384,13 @@ def _parse_entry(raw: Any, index: int, group: str, where: _Where) -> Benchmark:
     if not isinstance(expression, str):
         raise where.error(f"{label}.expression", f"expected a string, got {type(expression).__name__}")
     try:
-        parse_expression(expression, [v.name for v in variables])
+        check_expression(expression, [v.name for v in variables])
     except ExpressionError as exc:
         raise where.error(f"{label}.expression", str(exc)) from None
     for key in ("paper_expression",):
         if key in raw and raw[key] is not None:
             try:
-                parse_expression(str(raw[key]), [v.name for v in variables])
+                check_expression(str(raw[key]), [v.name for v in variables])
             except ExpressionError as exc:
                 raise where.error(f"{label}.{key}", str(exc)) from None
     threshold = _as_float(raw.get("threshold", 0.01), f"{label}.threshold", where)
@@ -375,7 +421,7 @@ def _parse_entry(raw: Any, index: int, group: str, where: _Where) -> Benchmark:
 def _parse_group(text: str, source: str) -> tuple[dict[str, Any], tuple[Benchmark, ...]]:
     where = _Where(source)
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:
         raise where.error("", f"not valid YAML: {exc}") from None
     if not isinstance(data, Mapping):

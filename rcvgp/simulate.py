@@ -238,7 +238,8 @@ class SimulatedOracle(DataOracle):
         self.latency = float(latency)
         self.latency_per_point = float(latency_per_point)
         self.fail_rate = float(fail_rate)
-        self.seed = seed if isinstance(seed, (int, np.integer)) or seed is None else None
+        self.seed = int(seed) if isinstance(seed, (int, np.integer)) else None
+        self._seed_text = "<Generator>" if isinstance(seed, np.random.Generator) else repr(self.seed)
         self._rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         self.requests = 0
         self.points_measured = 0
@@ -437,10 +438,9 @@ class SimulatedOracle(DataOracle):
         return std
 
     def __repr__(self) -> str:
-        seed = "<Generator>" if self.seed is None and isinstance(self._rng, np.random.Generator) else self.seed
         return (
             f"SimulatedOracle(name={self._spec.name!r}, n_vars={self._spec.n_vars}, "
-            f"noise={str(self.noise)!r}, seed={seed!r})"
+            f"noise={str(self.noise)!r}, seed={self._seed_text})"
         )
 
     __str__ = __repr__

@@ -16,6 +16,7 @@ import sympy
 from rcvgp.benchmarks import (
     Benchmark,
     benchmarks_in_group,
+    check_expression,
     closest_ids,
     get_benchmark,
     list_groups,
@@ -250,6 +251,15 @@ def test_parse_expression_refuses_anything_but_arithmetic(text: str) -> None:
     with pytest.raises(ExpressionError) as info:
         parse_expression(text, ["x0", "x1"])
     assert text not in str(info.value)
+    with pytest.raises(ExpressionError):  # the fast check used at catalog load agrees
+        check_expression(text, ["x0", "x1"])
+
+
+def test_a_literal_division_by_zero_is_refused() -> None:
+    with pytest.raises(ExpressionError, match="division by zero"):
+        check_expression("x0/0", ["x0"])
+    with pytest.raises(ExpressionError, match="not a finite real formula"):
+        parse_expression("x0/0", ["x0"])
 
 
 def test_parse_expression_errors_do_not_repeat_the_expression() -> None:
