@@ -203,7 +203,12 @@ def run_experiment(
             return wanted or stop.is_set()
 
         spec = journal.describe()
-        result = run_search(config.method, journal, config.search, config.seed, progress=on_progress)
+        try:
+            result = run_search(config.method, journal, config.search, config.seed, progress=on_progress)
+        except ConfigError as exc:  # a setting the search refuses (e.g. a budget too small to start)
+            if str(exc).startswith(str(journal_path)):
+                raise
+            raise ConfigError(f"{config.source}: {exc}") from exc
         stats = journal.stats
     data = _result_data(config, result, spec, oracle, stats, output)
     write_atomic(output / RESULT_NAME, json.dumps(data, indent=2, allow_nan=False) + "\n")

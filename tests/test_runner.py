@@ -1,0 +1,148 @@
+"""The runner: oracle + journal + search wired from an experiment, results saved atomically."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rcvgp.config import experiment_from_dict, load_experiment
+from rcvgp.errors import ConfigError
+from rcvgp.journal import read_journal
+from rcvgp.runner import build_oracle, format_summary, run_experiment, write_atomic
+from rcvgp.simulate import SimulatedOracle
+
+REQUIRED_KEYS = ("expression", "nmse_test", "exact", "points_measured", "requests", "wall_seconds", "schedule")
+
+
+def run(path, **options):
+    options.setdefault("notes", None)
+    options.setdefault("handle_signals", False)
+    return run_experiment(load_experiment(path), **options)
+
+
+def test_a_run_saves_result_summary_experiment_and_journal(write_experiment, tmp_path):
+    report = run(write_experiment())
+    out = tmp_path / "runs" / "tiny"
+    assert report.output == out
+    assert {p.name for p in out.iterdir()} == {"journal.jsonl", "result.json", "summary.txt", "experiment.yaml"}
+    data = json.loads((out / "result.json").read_text())
+    assert data == report.data
+    for key in REQUIRED_KEYS:
+        assert key in data
+    assert isinstance(data["exact"], bool) and data["truth"] == "x0*x1 + 2.5"
+    assert data["oracle"] == "sim:tiny" and data["variables"] == ["x0", "x1"]
+    assert data["schedule"][-1] == []  # the last round holds nothing
+    assert data["points_measured"] == report.result.points_measured > 0
+    # every point the search used was journalled, none replayed
+    assert data["journal"]["live_points"] == data["points_measured"] and data["journal"]["replayed_points"] == 0
+    _, records, _ = read_journal(out / "journal.jsonl")
+    assert sum(r["shape"][0] for r in records) == data["points_measured"]
+    assert load_experiment(out / "experiment.yaml").fingerprint() == report.config.fingerprint()
+    summary = (out / "summary.txt").read_text()
+    assert data["expression"] in summary and "NMSE" in summary and "schedule" in summary
+
+
+def test_resuming_a_finished_run_replays_everything_and_measures_nothing(write_experiment):
+    path = write_experiment()
+    first = run(path)
+    again = run(path, resume=True)
+    assert again.journal.live_points == 0 and again.journal.live_requests == 0
+    assert again.journal.replayed_points == first.result.points_measured
+    for key in ("expression", "nmse_test", "schedule", "points_measured", "requests", "exact"):
+        assert again.data[key] == first.data[key]
+
+
+def test_a_new_run_moves_the_earlier_one_aside(write_experiment, tmp_path):
+    path = write_experiment()
+    run(path)
+    run(path)
+    assert (tmp_path / "runs" / "tiny.1" / "result.json").exists()
+    assert (tmp_path / "runs" / "tiny" / "result.json").exists()
+
+
+def test_a_stop_request_saves_the_best_so_far(write_experiment, tmp_path):
+    calls = []
+
+    def stop_at_once(progress):
+        calls.append(progress)
+        return True
+
+    report = run(write_experiment(), progress=stop_at_once)
+    assert calls and report.interrupted and report.data["stopped"] == "interrupted"
+    saved = json.loads((tmp_path / "runs" / "tiny" / "result.json").read_text())
+    assert saved["stopped"] == "interrupted" and saved["expression"]
+
+
+def test_a_budget_ends_the_run_cleanly(write_experiment):
+    report = run(write_experiment(budget={"points": 260}))  # the tiny run needs 320 unbounded
+    assert report.data["stopped"] == "budget" and report.data["points_measured"] <= 260
+    assert report.data["journal"]["live_points"] == report.data["points_measured"]
+
+
+def test_a_budget_the_search_refuses_names_the_file(write_experiment, tmp_path, monkeypatch):
+    write_experiment(budget={"points": 10})
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"^exp\.yaml: .*max_points"):
+        run("exp.yaml")
+
+
+def test_named_variables_are_kept_and_exactness_is_judged_on_them(write_experiment):
+    report = run(write_experiment(oracle={
+        "expression": "m*v + 2.5",
+        "variables": [{"name": "m", "low": 0.1, "high": 10, "dist": "loguniform"},
+                      {"name": "v", "low": 0.1, "high": 10}],
+    }))
+    assert report.data["variables"] == ["m", "v"]
+    assert isinstance(report.data["exact"], bool)
+    assert not ({"x0", "x1"} & set(report.data["expression"].replace("(", " ").replace(")", " ").split()))
+
+
+def test_build_oracle_makes_simulated_oracles_with_their_truth(write_experiment, tmp_path):
+    oracle = build_oracle(load_experiment(write_experiment(oracle={"noise": "relative:0.01"})))
+    assert isinstance(oracle, SimulatedOracle) and oracle.reveal() == "x0*x1 + 2.5"
+    catalog = experiment_from_dict({"oracle": {"catalog": "sincos-3-2-2/1"}}, base_dir=tmp_path)
+    assert build_oracle(catalog).describe().name == "sim:sincos-3-2-2/1"
+
+
+def test_an_unreachable_endpoint_is_a_config_error_naming_the_key(tmp_path, monkeypatch):
+    path = tmp_path / "remote.yaml"
+    path.write_text("oracle: {endpoint: 'tcp://127.0.0.1:9', timeout: 0.2, deadline: 0.5}\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"^remote\.yaml: oracle\.endpoint: no answer from tcp://127\.0\.0\.1:9"):
+        run_experiment(load_experiment("remote.yaml"), notes=None, handle_signals=False)
+    assert not (tmp_path / "runs").exists()  # nothing written for a run that never started
+
+
+def test_a_run_over_an_endpoint_has_no_truth(write_experiment):
+    from rcvgp.transport.server import OracleServer
+
+    served = SimulatedOracle.from_expression("x0*x1 + 2.5", [{"name": "x0", "low": 0.1, "high": 10},
+                                                             {"name": "x1", "low": 0.1, "high": 10}])
+    server = OracleServer(served, "tcp://127.0.0.1:*").start()
+    try:
+        report = run(write_experiment(oracle={"endpoint": server.endpoint, "expression": None, "variables": None,
+                                              "timeout": 5}))
+    finally:
+        server.stop()
+    assert report.data["exact"] is None and report.data["truth"] is None
+    assert report.data["journal"]["live_points"] == served.points_measured == report.data["points_measured"]
+
+
+def test_summary_reads_well():
+    data = {"method": "racing", "oracle": "sim:x", "seed": 0, "stopped": "completed", "expression": "x0 + 1",
+            "pretty": "x0 + 1", "truth": "x0 + 1", "exact": True,
+            "test_metrics": {"nmse": 1e-12, "r2": 1.0, "rmse": 1e-6}, "schedule": [["x1"], []],
+            "points_measured": 1234, "requests": 5, "points_failed": 2, "wall_seconds": 3.2,
+            "journal": {"replayed_points": 1000, "live_points": 234}, "output": "/tmp/run"}
+    text = format_summary(data)
+    assert "recovered exactly: yes" in text and "held x1 -> none held" in text
+    assert "1,234 points in 5 requests (2 unmeasurable)" in text and "1,000 points replayed" in text
+
+
+def test_write_atomic_replaces_whole_files_and_leaves_no_temporary(tmp_path):
+    target = tmp_path / "result.json"
+    write_atomic(target, "old")
+    write_atomic(target, "new")
+    assert target.read_text() == "new"
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
