@@ -126,7 +126,7 @@ class Noise:
         return y * (1.0 + self.scale * z)
 
     def __str__(self) -> str:
-        return "none" if self.kind == "none" else f"{self.kind}:{self.scale:g}"
+        return "none" if self.kind == "none" else f"{self.kind}:{self.scale!r}"  # round-trips via parse
 
 
 def _coerce_variables(variables: Any) -> tuple[Variable, ...]:

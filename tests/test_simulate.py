@@ -197,6 +197,11 @@ def test_bad_noise_is_refused_at_construction(spec: object, message: str) -> Non
         SimulatedOracle.from_benchmark("sincos-3-2-2/1", noise=spec)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("noise", [Noise(), Noise("additive", 0.1), Noise("relative", 0.0123456789), Noise("multiplicative", 1e-12)])
+def test_noise_text_round_trips(noise: Noise) -> None:
+    assert Noise.parse(str(noise)) == noise
+
+
 def test_noise_none_with_a_scale_is_refused() -> None:
     with pytest.raises(ConfigError, match="did you mean `additive:0.2`"):
         Noise("none", 0.2)
