@@ -1,0 +1,77 @@
+"""`rcvgp serve` and `rcvgp keys` as a user runs them: subprocesses, signals, exit codes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rcvgp.cli import main
+from rcvgp.transport.client import ZmqOracle
+
+RIG = '''
+import numpy as np
+from rcvgp.oracle import DataOracle, OracleSpec, Variable
+
+
+class Rig(DataOracle):
+    def describe(self):
+        return OracleSpec((Variable("v", 1.0, 10.0, unit="V"),), name="rig:test")
+
+    def measure(self, X):
+        return 2.0 * X[:, 0]
+'''
+
+
+def _serve(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    (tmp_path / "myrig.py").write_text(RIG)
+    return subprocess.Popen([sys.executable, "-m", "rcvgp", "serve", f"{tmp_path / 'myrig.py'}:Rig", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_serve_a_rig_class_and_stop_cleanly_on_a_signal(tmp_path: Path, sig: signal.Signals) -> None:
+    address = f"ipc://{tmp_path}/rig.sock"
+    proc = _serve(tmp_path, "--bind", address, "--quiet")
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "rig:test" in line and address in line, line + proc.stderr.read()  # type: ignore[union-attr]
+        with ZmqOracle(address, timeout=2, deadline=20) as remote:
+            assert remote.measure(np.array([[3.0]])).tolist() == [6.0]
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "stopped" in out
+
+
+@pytest.mark.integration
+def test_serve_refuses_a_public_bind_without_curve(tmp_path: Path) -> None:
+    proc = _serve(tmp_path, "--bind", "tcp://0.0.0.0:5999")
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    assert "--insecure" in err and "CURVE" in err
+
+
+def test_serve_names_a_missing_attribute(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "myrig.py").write_text(RIG)
+    assert main(["serve", f"{tmp_path / 'myrig.py'}:Nope", "--bind", f"ipc://{tmp_path}/x.sock"]) == 2
+    assert "has no attribute 'Nope'" in capsys.readouterr().err
+
+
+def test_keys_writes_key_pairs_and_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", str(tmp_path), "--name", "server", "--name", "alice"]) == 0
+    for name in ("server.key", "server.key_secret", "alice.key", "alice.key_secret"):
+        assert (tmp_path / name).is_file()
+    assert (tmp_path / "alice.key_secret").stat().st_mode & 0o077 == 0
+    assert main(["keys", str(tmp_path)]) == 2
+    assert "--force" in capsys.readouterr().err
