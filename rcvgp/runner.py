@@ -373,7 +373,7 @@ def _pretty(expr: Any, fallback: str) -> str:
     if expr is None:
         return fallback
     try:
-        return str(sympy.pretty(expr, use_unicode=False, wrap_line=False))
+        return str(sympy.pretty(sympy.N(expr, 6), use_unicode=False, wrap_line=False))
     except Exception:  # noqa: BLE001 - a printer failure must not lose a result
         return fallback
 
