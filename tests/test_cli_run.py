@@ -4,7 +4,6 @@ errors, ``--json``, Ctrl-C, and a run killed with SIGKILL then resumed."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -22,14 +21,7 @@ REQUIRED_KEYS = ("expression", "nmse_test", "exact", "points_measured", "request
 def rcvgp(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``python -m rcvgp ARGS`` in a subprocess, as a user would run it."""
     return subprocess.run([sys.executable, "-m", "rcvgp", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=_env())
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
-                                                      env.get("PYTHONPATH")]))
-    return env
+                          timeout=timeout)
 
 
 # -- help ----------------------------------------------------------------------------------------
@@ -147,7 +139,7 @@ def test_discover_runs_a_catalog_oracle(tmp_path, capsys, monkeypatch):
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "rcvgp", *args], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env())
+                            stderr=subprocess.PIPE, text=True)
 
 
 def _wait_for_records(journal: Path, n: int, proc: subprocess.Popen[str], timeout: float = 120) -> None:

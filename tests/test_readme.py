@@ -19,7 +19,7 @@ from rcvgp.config import load_experiment
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 MAIN_COMMAND = "pip install . && rcvgp run examples/quickstart.yaml"
-TEST_COMMAND = 'pip install ".[test]" && python -m pytest'
+TEST_COMMAND = 'pip install -e ".[test]" && python -m pytest'
 
 
 def code_lines() -> list[str]:
