@@ -224,7 +224,7 @@ def load_experiment(path: str | Path, overrides: Mapping[str, Any] | None = None
         raise ConfigError(f"{label}: {where}not valid YAML ({problem}); check the indentation and quoting") from exc
     if data is None:
         raise ConfigError(f"{label}: the file is empty; an experiment needs at least an `oracle:` section")
-    data = _with_overrides(data, overrides or {}, label)
+    data = _with_overrides(data, overrides or {})
     return experiment_from_dict(
         data, source=label, base_dir=p.resolve().parent, default_name=p.stem,
         output_base=Path.cwd() if overrides and "output" in overrides else None,
@@ -532,7 +532,7 @@ def _expression(ctx: _Context, section: dict[str, Any]) -> tuple[str, tuple[Vari
     return expr.strip(), tuple(variables)
 
 
-def _with_overrides(data: Any, overrides: Mapping[str, Any], label: str) -> Any:
+def _with_overrides(data: Any, overrides: Mapping[str, Any]) -> Any:
     if not overrides or not isinstance(data, Mapping):
         return data
     out = dict(data)

@@ -56,6 +56,7 @@ RESULT_NAME = "result.json"
 SUMMARY_NAME = "summary.txt"
 EXPERIMENT_NAME = "experiment.yaml"
 _RUN_FILES = (JOURNAL_NAME, RESULT_NAME, SUMMARY_NAME, EXPERIMENT_NAME)
+_PRETTY_WIDTH = 100  # widest pretty-printed expression the summary shows
 
 
 @dataclass(frozen=True)
@@ -250,9 +251,10 @@ def format_summary(data: dict[str, Any]) -> str:
     """The readable summary of a ``result.json`` object: the expression pretty-printed, its
     metrics, its schedule, the measurements spent and where the files are."""
     lines = [f"rcvgp {data.get('method')} on {data.get('oracle')} (seed {data.get('seed')}): {data.get('stopped')}"]
-    pretty = data.get("pretty") or data.get("expression")
-    lines.append("")
-    lines.extend("    " + row for row in str(pretty).splitlines())
+    pretty = str(data.get("pretty") or "")
+    if pretty and max(len(row) for row in pretty.splitlines()) <= _PRETTY_WIDTH:  # else the line below says it
+        lines.append("")
+        lines.extend("    " + row for row in pretty.splitlines())
     lines.append("")
     lines.append(f"  expression   {data.get('expression')}")
     if data.get("truth") is not None:
@@ -425,21 +427,10 @@ def _set_aside(output: Path) -> Path:
     return target
 
 
-class _StopFlag:
-    def __init__(self) -> None:
-        self._event = threading.Event()
-
-    def set(self) -> None:
-        self._event.set()
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-
 @contextmanager
-def _stop_requests(enabled: bool, notes: TextIO | None) -> Iterator[_StopFlag]:
+def _stop_requests(enabled: bool, notes: TextIO | None) -> Iterator[threading.Event]:
     """A flag the first SIGINT/SIGTERM sets; a second SIGINT raises KeyboardInterrupt."""
-    flag = _StopFlag()
+    flag = threading.Event()
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield flag
         return
