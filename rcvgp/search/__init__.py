@@ -7,5 +7,15 @@ Entry point: :func:`run_search`. This package sees oracles only through
 from __future__ import annotations
 
 from rcvgp.search.base import METHODS, OPTIMIZERS, Candidate, Progress, ProgressCallback, SearchConfig, SearchResult
+from rcvgp.search.racing import run_search
 
-__all__ = ["METHODS", "OPTIMIZERS", "Candidate", "Progress", "ProgressCallback", "SearchConfig", "SearchResult"]
+__all__ = [
+    "METHODS",
+    "OPTIMIZERS",
+    "Candidate",
+    "Progress",
+    "ProgressCallback",
+    "SearchConfig",
+    "SearchResult",
+    "run_search",
+]

@@ -1,0 +1,375 @@
+"""The machinery every search shares: the metered lab, the fitness cache, the GP generation loop,
+FreezeEquation, and the final choice on validation data scored once on test data.
+
+A search is a :class:`Run`: it owns the oracle (through a :class:`Lab` that designs trials,
+counts points and requests, and enforces the budget), the random generator, the hall of fame
+and the stop rules. The methods in :mod:`rcvgp.search.racing` drive it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+
+from rcvgp.constants import FitResult, Trials, fit_constants
+from rcvgp.errors import BudgetExhausted, ConfigError, OracleError
+from rcvgp.evaluate import evaluate
+from rcvgp.gp import Grammar, crossover, mutate, random_term, random_tree, tournament
+from rcvgp.metrics import regression_metrics
+from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
+from rcvgp.oracle import DataOracle, OracleSpec, check_reply, design_points, design_trials
+from rcvgp.search.base import Candidate, Progress, ProgressCallback, SearchConfig, SearchResult
+from rcvgp.tree import Expr
+
+__all__ = ["Lab", "Individual", "Run", "StopSearch"]
+
+
+class StopSearch(Exception):
+    """Raised inside a run to end it early with the best so far; ``reason`` goes in the result."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Lab:
+    """The search's side of the oracle: designs trials, measures them once per controlled set and
+    round, counts points and requests, and keeps the budget.
+
+    ``reserve`` points of the budget are kept for the final fit, validation and test sets, so a
+    spent budget still ends with a scored result.
+    """
+
+    def __init__(self, oracle: DataOracle, config: SearchConfig, rng: np.random.Generator) -> None:
+        self.oracle = oracle
+        self.spec: OracleSpec = oracle.describe()
+        self.config = config
+        self.rng = rng
+        self.points = 0
+        self.requests = 0
+        self.failed = 0
+        self.reserve = config.batch + config.n_validation + config.n_test
+        self._trials: dict[frozenset[int], Trials] = {}
+        if config.max_points is not None and config.max_points < self.reserve + config.batch * config.n_trials:
+            raise ConfigError(
+                f"budget `max_points` = {config.max_points} is too small: a run needs at least "
+                f"{self.reserve + config.batch * config.n_trials} (one set of {config.n_trials} trials of "
+                f"{config.batch} points, plus {self.reserve} for the final fit, validation and test)"
+            )
+
+    def new_round(self) -> None:
+        """Forget this round's trials: the next request for a controlled set measures anew."""
+        self._trials.clear()
+
+    def trials(self, controlled: frozenset[int]) -> Trials:
+        """The K trials of this round for a controlled set, measured on first use."""
+        found = self._trials.get(controlled)
+        if found is None:
+            cfg = self.config
+            X = design_trials(self.spec, controlled, cfg.n_trials, cfg.batch, self.rng)
+            flat, y = self.measure(X.reshape(-1, self.spec.n_vars))
+            found = Trials(flat.reshape(X.shape), y.reshape(X.shape[:2]), controlled)
+            self._trials[controlled] = found
+        return found
+
+    def cached_trials(self, controlled: frozenset[int]) -> Trials | None:
+        return self._trials.get(controlled)
+
+    def fresh_points(self, n: int, reserved: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` points with no variable held."""
+        return self.measure(design_points(self.spec, n, self.rng), reserved=reserved)
+
+    def measure(self, X: np.ndarray, reserved: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Measure in requests of at most ``max_rows`` rows; return (X reached, y)."""
+        cfg = self.config
+        limit = cfg.max_points
+        if limit is not None and not reserved:
+            limit -= self.reserve
+        if limit is not None and self.points + len(X) > limit:
+            raise BudgetExhausted(f"the budget of {cfg.max_points} points is spent ({self.points} measured)")
+        n_requests = math.ceil(len(X) / self.spec.max_rows)
+        if cfg.max_requests is not None and not reserved and self.requests + n_requests > cfg.max_requests:
+            raise BudgetExhausted(f"the budget of {cfg.max_requests} requests is spent")
+        xs, ys = [], []
+        for start in range(0, len(X), self.spec.max_rows):
+            chunk = X[start : start + self.spec.max_rows]
+            reached, y = self.oracle.measure_readback(chunk)
+            reached = np.asarray(reached, dtype=float)
+            if reached.shape != chunk.shape:
+                raise OracleError(
+                    f"{self.spec.name}: read-back set points have shape {reached.shape}, expected {chunk.shape}"
+                )
+            y = check_reply(y, len(chunk), self.spec.name)
+            self.requests += 1
+            self.points += len(chunk)
+            self.failed += int(np.isnan(y).sum())
+            xs.append(reached)
+            ys.append(y)
+        return np.concatenate(xs), np.concatenate(ys)
+
+
+@dataclass
+class Individual:
+    """An expression with the controlled set it is fitted under and the schedule that led there."""
+
+    expr: Expr
+    controlled: frozenset[int]
+    schedule: tuple[frozenset[int], ...]
+    fit: FitResult
+
+    @property
+    def fitness(self) -> float:
+        f = self.fit.fitness
+        return f if f == f else math.inf
+
+    @property
+    def key(self) -> tuple[tuple[str, ...], frozenset[int]]:
+        return self.expr.tokens, self.controlled
+
+
+def _rank(pop: Iterable[Individual]) -> list[Individual]:
+    """Best first, smaller trees first among equals; one of each (tree, controlled set)."""
+    seen: dict[tuple[tuple[str, ...], frozenset[int]], Individual] = {}
+    for ind in pop:
+        if ind.key not in seen or ind.fitness < seen[ind.key].fitness:
+            seen[ind.key] = ind
+    return sorted(seen.values(), key=lambda ind: (ind.fitness, len(ind.expr)))
+
+
+class Run:
+    """One search's state and the steps the methods are built from."""
+
+    def __init__(
+        self,
+        method: str,
+        oracle: DataOracle,
+        config: SearchConfig,
+        seed: int,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        self.method = method
+        self.config = config
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.lab = Lab(oracle, config, self.rng)
+        self.spec = self.lab.spec
+        self.n_vars = self.spec.n_vars
+        ops = config.operators or self.spec.operators or DEFAULT_OPERATORS
+        self.operators = resolve_operators(ops)
+        self.progress = progress
+        self.started = time.perf_counter()
+        self.hall: dict[tuple[str, ...], Individual] = {}
+        self.current: list[Individual] = []
+        self.round = 0
+        self.n_rounds = self.n_vars
+        self._cache: dict[tuple[tuple[str, ...], int], FitResult] = {}
+        self._cache_data: dict[int, Trials] = {}  # keeps cached data alive, so ids stay unique
+        self.best_seen = math.inf
+
+    # --- fitting -------------------------------------------------------------------------
+    def grammar(self, controlled: frozenset[int]) -> Grammar:
+        free = tuple(i for i in range(self.n_vars) if i not in controlled)
+        return Grammar(self.operators, free, self.config.max_size, self.config.max_depth)
+
+    def fit(self, expr: Expr, trials: Trials) -> FitResult:
+        """Fit constants, cached per (tree, data set): identical trees are fitted once."""
+        key = (expr.tokens, id(trials))
+        found = self._cache.get(key)
+        if found is None:
+            self._cache_data[id(trials)] = trials
+            found = fit_constants(expr.tokens, trials, self.config.optimizer, self.rng)
+            self._cache[key] = found
+        return found
+
+    def individual(self, expr: Expr, controlled: frozenset[int], schedule: tuple[frozenset[int], ...]) -> Individual:
+        return Individual(expr, controlled, schedule, self.fit(expr, self.lab.trials(controlled)))
+
+    def refit(self, pop: Sequence[Individual]) -> list[Individual]:
+        """Every individual fitted anew on this round's trials of its controlled set."""
+        out = [self.individual(ind.expr, ind.controlled, ind.schedule) for ind in pop]
+        self.current = out
+        return out
+
+    def initial_pool(self, controlled: frozenset[int], size: int) -> list[Individual]:
+        """Random trees over the free variables: half plain, half ``c * t + c``."""
+        g = self.grammar(controlled)
+        pool: list[Individual] = []
+        attempts = 0
+        while len(pool) < size and attempts < 20 * size:
+            attempts += 1
+            depth = int(self.rng.integers(1, 4))
+            if attempts % 2:
+                expr = random_tree(g, self.rng, depth)
+            else:
+                term = random_term(g, self.rng, depth)
+                expr = Expr(("add",) + term.tokens + ("c",)) if "add" in g.operators else term
+            if not expr.variables or not g.fits(expr):
+                continue
+            pool.append(self.individual(expr, controlled, (controlled,)))
+        pool = _rank(pool)
+        self.current = self.current + pool
+        return pool
+
+    # --- the generation loop ---------------------------------------------------------------
+    def evolve(self, pop: list[Individual], n_generations: int) -> list[Individual]:
+        """(mu + lambda) GP: tournament parents, mating within a controlled set, mutation."""
+        cfg, rng = self.config, self.rng
+        size = len(pop)
+        for gen in range(n_generations):
+            fitness = [ind.fitness for ind in pop]
+            groups: dict[frozenset[int], list[int]] = {}
+            for i, ind in enumerate(pop):
+                groups.setdefault(ind.controlled, []).append(i)
+            offspring: list[Individual] = []
+            for _ in range(size):
+                parent = pop[tournament(fitness, cfg.tournament, rng)]
+                g = self.grammar(parent.controlled)
+                child = parent.expr
+                if rng.random() < cfg.p_mate:
+                    mate = pop[tournament(fitness, cfg.tournament, rng, among=groups[parent.controlled])]
+                    pair = crossover(child, mate.expr, g, rng)
+                    if pair is not None:
+                        child = pair[0]
+                if rng.random() < cfg.p_mutate:
+                    child = mutate(child, g, rng) or child
+                if child.tokens != parent.expr.tokens:
+                    offspring.append(self.individual(child, parent.controlled, parent.schedule))
+            pop = _rank(pop + offspring)[:size]
+            self.current = pop
+            self.record(pop)
+            self.report(gen + 1, pop)
+        return pop
+
+    def record(self, pop: Iterable[Individual]) -> None:
+        """Keep the best expressions with no variable held in the hall of fame."""
+        for ind in pop:
+            if ind.controlled or not math.isfinite(ind.fitness):
+                continue
+            old = self.hall.get(ind.expr.tokens)
+            if old is None or ind.fitness < old.fitness:
+                self.hall[ind.expr.tokens] = ind
+        if len(self.hall) > self.config.hall_of_fame:
+            keep = _rank(self.hall.values())[: self.config.hall_of_fame]
+            self.hall = {ind.expr.tokens: ind for ind in keep}
+
+    def report(self, generation: int, pop: Sequence[Individual]) -> None:
+        if pop:
+            self.best_seen = min(self.best_seen, pop[0].fitness)
+        elapsed = time.perf_counter() - self.started
+        if self.progress is not None:
+            stop = self.progress(
+                Progress(self.method, self.round, self.n_rounds, generation, self.best_seen,
+                         self.lab.points, self.lab.requests, elapsed)
+            )
+            if stop:
+                raise StopSearch("interrupted")
+        if self.config.max_seconds is not None and elapsed > self.config.max_seconds:
+            raise StopSearch("time")
+
+    # --- FreezeEquation and the schedule ---------------------------------------------------
+    def freeze(self, ind: Individual) -> Expr:
+        """FreezeEquation: if every trial fits within eps_loss, freeze the structure except the
+        summary constants (those whose value changes across trials)."""
+        cfg = self.config
+        losses = ind.fit.losses
+        if not (np.all(np.isfinite(losses)) and np.all(losses <= cfg.eps_loss)):
+            return ind.expr
+        summary = summary_constants(ind.fit.constants, cfg.eps_const)
+        frozen = [True] * len(ind.expr)
+        for k, pos in enumerate(ind.expr.const_positions):
+            frozen[pos] = not summary[k]
+        return ind.expr.with_frozen(frozen)
+
+    # --- the end ---------------------------------------------------------------------------
+    def finish(self, stopped: str) -> SearchResult:
+        """Refit the best structures on data with no variable held, choose on validation data,
+        score the choice once on fresh test data."""
+        cfg = self.config
+        pool = list(self.hall.values()) or list(self.current)
+        structures: list[Individual] = []
+        seen: set[tuple[str, ...]] = set()
+        for ind in _rank(pool):
+            if ind.expr.tokens not in seen:
+                seen.add(ind.expr.tokens)
+                structures.append(ind)
+            if len(structures) >= cfg.hall_of_fame:
+                break
+        if not structures:
+            raise BudgetExhausted("the search stopped before it could fit a single expression")
+        final = self.lab.cached_trials(frozenset())
+        if final is not None:
+            X_fit = final.X.reshape(-1, self.n_vars)
+            y_fit = final.y.reshape(-1)
+        else:
+            X_fit, y_fit = self.lab.fresh_points(cfg.batch, reserved=True)
+        X_val, y_val = self.lab.fresh_points(cfg.n_validation, reserved=True)
+        X_test, y_test = self.lab.fresh_points(cfg.n_test, reserved=True)
+        fit_data = Trials(X_fit[None], y_fit[None])
+        scored = []
+        for ind in structures:
+            fit = fit_constants(ind.expr.tokens, fit_data, cfg.optimizer, self.rng)
+            consts = fit.constants[0]
+            pred = evaluate(ind.expr.tokens, X_val, consts)
+            nmse = regression_metrics(y_val, pred)["nmse"]
+            scored.append((nmse if nmse == nmse else math.inf, len(ind.expr), ind, consts))
+        scored.sort(key=lambda s: (s[0], s[1]))
+        names = [v.name for v in self.spec.variables]
+        candidates = [self.candidate(ind, consts, nmse, names) for nmse, _, ind, consts in scored]
+        _, _, best, best_consts = scored[0]
+        test_metrics = regression_metrics(y_test, evaluate(best.expr.tokens, X_test, best_consts))
+        return SearchResult(
+            method=self.method,
+            seed=self.seed,
+            best=candidates[0],
+            hall_of_fame=tuple(candidates),
+            test_metrics=test_metrics,
+            points_measured=self.lab.points,
+            requests=self.lab.requests,
+            points_failed=self.lab.failed,
+            wall_seconds=time.perf_counter() - self.started,
+            stopped=stopped,
+            config=cfg,
+        )
+
+    def candidate(self, ind: Individual, consts: np.ndarray, nmse: float, names: Sequence[str]) -> Candidate:
+        raw = ind.expr.to_sympy(consts, names)
+        simple = simplify(raw)
+        shown = simple.xreplace({f: sympy.Float(float(f"{float(f):.6g}")) for f in simple.atoms(sympy.Float)})
+        schedule = tuple(tuple(names[i] for i in sorted(c)) for c in ind.schedule)
+        if not schedule or schedule[-1]:
+            schedule = schedule + ((),)
+        return Candidate(
+            expression=str(shown),
+            latex=sympy.latex(shown),
+            sympy_expr=simple,
+            schedule=schedule,
+            nmse_validation=float(nmse),
+            size=len(ind.expr),
+        )
+
+
+def summary_constants(constants: np.ndarray, eps: float) -> np.ndarray:
+    """Which constants are summary constants: their fitted values over the K trials spread by
+    more than ``eps`` relative to their mean (std / |mean|); the others are standalone."""
+    c = np.asarray(constants, dtype=float)
+    if c.size == 0:
+        return np.zeros(c.shape[-1] if c.ndim == 2 else 0, dtype=bool)
+    spread = c.std(axis=0)
+    scale = np.abs(c.mean(axis=0))
+    return ~(spread <= eps * np.maximum(scale, 1e-300))
+
+
+def simplify(expr: sympy.Expr, max_ops: int = 60) -> sympy.Expr:
+    """sympy's simplify for small expressions; a cheap expansion for big ones (simplify can take
+    minutes on a large tree)."""
+    try:
+        if sympy.count_ops(expr) <= max_ops:
+            return sympy.simplify(expr)
+        return sympy.expand(expr)
+    except (TypeError, ValueError, RecursionError):
+        return expr

@@ -1,0 +1,148 @@
+"""The four searches, built from :class:`rcvgp.search.engine.Run`.
+
+- ``racing``: Racing-CVGP (the paper's Algorithm 1). One pool per single free variable; each
+  round refits on fresh trials, evolves, keeps the top ``population`` (the race: badly fitting
+  schedules die), freezes, then frees one more randomly drawn controlled variable per expression.
+- ``cvgp``: the fixed schedule ({x1..xn-1}, {x2..xn-1}, ..., {}).
+- ``cvgp-all``: every schedule, as a tree that shares common prefixes; data are measured once
+  per controlled set and shared by every branch that holds that set.
+- ``gp``: plain GP on one data set with no variable held.
+
+The ``generations`` budget is split evenly over the rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rcvgp.errors import BudgetExhausted, ConfigError
+from rcvgp.oracle import DataOracle
+from rcvgp.search.base import METHODS, ProgressCallback, SearchConfig, SearchResult
+from rcvgp.search.engine import Individual, Run, StopSearch, _rank
+
+__all__ = ["run_search", "racing_cvgp", "cvgp", "cvgp_all", "gp"]
+
+
+def _split(total: int, parts: int) -> list[int]:
+    base, extra = divmod(total, parts)
+    return [max(1, base + (1 if i < extra else 0)) for i in range(parts)]
+
+
+def _guarded(run: Run, body: Callable[[Run], None]) -> SearchResult:
+    """Run ``body``; whatever ends it early (budget, time, Ctrl-C, callback), finish with the
+    best so far."""
+    stopped = "completed"
+    try:
+        body(run)
+    except StopSearch as stop:
+        stopped = stop.reason
+    except BudgetExhausted:
+        stopped = "budget"
+    except KeyboardInterrupt:
+        stopped = "interrupted"
+    return run.finish(stopped)
+
+
+def _schedule_rounds(run: Run, pools: list[frozenset[int]], choose: Callable[[Run, Individual], int]) -> None:
+    cfg = run.config
+    gens = _split(cfg.generations, run.n_rounds)
+    run.round = 0
+    pop: list[Individual] = []
+    for controlled in pools:
+        pop += run.initial_pool(controlled, cfg.population)
+    for r in range(run.n_rounds):
+        run.round = r + 1
+        if r > 0:
+            run.lab.new_round()
+            pop = run.refit(pop)
+        pop = run.evolve(pop, gens[r])
+        pop = _rank(pop)[: cfg.population]
+        run.current = pop
+        if r == run.n_rounds - 1:
+            break
+        advanced = []
+        for ind in pop:
+            freed = choose(run, ind)
+            controlled = ind.controlled - {freed}
+            advanced.append(Individual(run.freeze(ind), controlled, ind.schedule + (controlled,), ind.fit))
+        pop = advanced
+
+
+def _random_free(run: Run, ind: Individual) -> int:
+    held = sorted(ind.controlled)
+    return held[int(run.rng.integers(len(held)))]
+
+
+def _first_held(run: Run, ind: Individual) -> int:
+    return min(ind.controlled)
+
+
+def racing_cvgp(run: Run) -> None:
+    everything = frozenset(range(run.n_vars))
+    _schedule_rounds(run, [everything - {i} for i in range(run.n_vars)], _random_free)
+
+
+def cvgp(run: Run) -> None:
+    _schedule_rounds(run, [frozenset(range(1, run.n_vars))], _first_held)
+
+
+def cvgp_all(run: Run) -> None:
+    cfg = run.config
+    gens = _split(cfg.generations, run.n_rounds)
+
+    def branch(pop: list[Individual], depth: int) -> None:
+        run.round = depth + 1
+        pop = _rank(run.evolve(run.refit(pop), gens[depth]))[: cfg.population]
+        if depth == run.n_rounds - 1:
+            return
+        for freed in sorted(pop[0].controlled):
+            controlled = pop[0].controlled - {freed}
+            branch(
+                [Individual(run.freeze(ind), controlled, ind.schedule + (controlled,), ind.fit) for ind in pop],
+                depth + 1,
+            )
+
+    everything = frozenset(range(run.n_vars))
+    for first in range(run.n_vars):
+        branch(run.initial_pool(everything - {first}, cfg.population), 0)
+
+
+def gp(run: Run) -> None:
+    run.n_rounds = 1
+    run.round = 1
+    pop = run.initial_pool(frozenset(), run.config.population)
+    run.evolve(pop, run.config.generations)
+
+
+_METHODS: dict[str, Callable[[Run], None]] = {
+    "racing": racing_cvgp,
+    "cvgp": cvgp,
+    "cvgp-all": cvgp_all,
+    "gp": gp,
+}
+
+
+def run_search(
+    method: str,
+    oracle: DataOracle,
+    config: SearchConfig | None = None,
+    seed: int = 0,
+    progress: ProgressCallback | None = None,
+) -> SearchResult:
+    """Discover an expression for ``oracle`` with one of :data:`METHODS`.
+
+    Reproducible from ``seed`` given the same oracle answers. Ends early, with the best
+    expression so far, when a budget in ``config`` is spent, when ``progress`` returns True,
+    or on Ctrl-C.
+    """
+    if method not in _METHODS:
+        import difflib
+
+        close = difflib.get_close_matches(method, METHODS, n=1)
+        hint = f"; did you mean `{close[0]}`?" if close else ""
+        raise ConfigError(f"unknown method {method!r}{hint} (one of {', '.join(METHODS)})")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"seed must be an integer >= 0, got {seed!r}")
+    run = Run(method, oracle, config or SearchConfig(), seed, progress)
+    return _guarded(run, _METHODS[method])
+
