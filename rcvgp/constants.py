@@ -97,13 +97,6 @@ def linear_constants(tokens: tuple[str, ...]) -> tuple[int, ...]:
     """
     node = compile_tree(tokens)
 
-    def has_const(n: tuple) -> bool:  # type: ignore[type-arg]
-        if n[0] == "c":
-            return True
-        if n[0] == "x":
-            return False
-        return any(has_const(ch) for ch in n[1:])
-
     def lin(n: tuple) -> list[int]:  # type: ignore[type-arg]
         head = n[0]
         if head == "c":
@@ -116,10 +109,8 @@ def linear_constants(tokens: tuple[str, ...]) -> tuple[int, ...]:
         if name == "neg":
             return lin(n[1])
         if name == "mul":
-            a, b = n[1], n[2]
-            if not has_const(b) or a[0] == "c":
-                return lin(a)
-            return lin(b)
+            # Linear in one factor's constants; the other factor's become nonlinear.
+            return lin(n[1]) or lin(n[2])
         if name == "div":
             return lin(n[1])
         return []
@@ -128,14 +119,25 @@ def linear_constants(tokens: tuple[str, ...]) -> tuple[int, ...]:
 
 
 def _solve_linear(G: np.ndarray, target: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Least squares per trial: G (K, m, p), target (K, m) -> coefficients (K, p)."""
-    G = np.where(mask[..., None], G, 0.0)
-    target = np.where(mask, target, 0.0)
-    norms = np.sqrt((G * G).sum(axis=1))  # (K, p): columns scaled to unit norm, so that
-    norms = np.where(np.isfinite(norms) & (norms > 0), norms, 1.0)  # wildly different scales
-    Gs = G / norms[:, None, :]  # do not look rank-deficient to the SVD
-    coef = np.einsum("kpm,km->kp", np.linalg.pinv(Gs, rcond=1e-12), target)
-    return coef / norms
+    """Least squares per trial: G (K, m, p), target (K, m) -> coefficients (K, p).
+
+    Normal equations on unit-norm columns (so wildly different scales do not look
+    rank-deficient), a tiny ridge for duplicated terms, and one step of iterative refinement
+    to win back the precision the normal equations lose.
+    """
+    if not mask.all():
+        G = np.where(mask[..., None], G, 0.0)
+        target = np.where(mask, target, 0.0)
+    norms = np.sqrt((G * G).sum(axis=1))
+    norms[~(np.isfinite(norms) & (norms > 0))] = 1.0
+    Gs = G / norms[:, None, :]
+    GT = Gs.transpose(0, 2, 1)
+    A = GT @ Gs
+    A += 1e-12 * np.eye(A.shape[-1])
+    t = target[..., None]
+    coef = np.linalg.solve(A, GT @ t)
+    coef += np.linalg.solve(A, GT @ (t - Gs @ coef))
+    return coef[..., 0] / norms
 
 
 def _kwarg_for_seed(fn: object) -> str:
@@ -163,8 +165,8 @@ def fit_constants(
         ``dual_annealing`` or ``direct``; used only for constants that do not enter linearly.
     rng : numpy.random.Generator, optional
         For the stochastic optimisers.
-    init : ndarray of shape (n_consts,), optional
-        Starting values of the nonlinear constants (default 1.0).
+    init : ndarray of shape (n_consts,) or (K, n_consts), optional
+        Starting values of the nonlinear constants (default 1.0), e.g. an earlier fit's.
     """
     tokens = tuple(tokens)
     n_consts = sum(t == "c" for t in tokens)
@@ -176,40 +178,45 @@ def fit_constants(
     nonlin = [k for k in range(n_consts) if k not in set(lin)]
     consts = np.zeros((K, n_consts))
     if nonlin:
-        start = np.ones(len(nonlin)) if init is None else np.asarray(init, dtype=float)[nonlin]
-        consts[:, nonlin] = start
+        if init is None:
+            consts[:, nonlin] = 1.0
+        else:
+            consts[:, nonlin] = np.broadcast_to(np.asarray(init, dtype=float), consts.shape)[:, nonlin]
         if optimizer in _GLOBAL:
             # Global optimisers scale badly with dimension: one search per trial.
             n_evals = 0
             for k in range(K):
                 one = trials.subset(k)
                 problem = _Projected(tokens, one, lin, nonlin)
-                theta, used = _minimise(problem, start, optimizer, rng, maxiter)
+                theta, used = _minimise(problem, consts[k, nonlin], optimizer, rng, maxiter)
                 consts[k, nonlin] = theta
                 n_evals += used
         else:
             problem = _Projected(tokens, trials, lin, nonlin)
-            theta, n_evals = _minimise(problem, np.tile(start, K), optimizer, rng, maxiter)
+            theta, n_evals = _minimise(problem, consts[:, nonlin].ravel(), optimizer, rng, maxiter)
             consts[:, nonlin] = theta.reshape(K, len(nonlin))
     else:
         n_evals = 0
     if lin:
-        consts[:, lin] = _linear_part(tokens, trials, consts, lin)
+        consts[:, lin] = _linear_part(tokens, trials, consts, lin)[0]
         n_evals += 1
     pred = evaluate(tokens, trials.X, consts)
     return FitResult(trials.losses(pred), consts, n_evals + 1)
 
 
-def _linear_part(tokens: tuple[str, ...], trials: Trials, consts: np.ndarray, lin: Sequence[int]) -> np.ndarray:
+def _linear_part(
+    tokens: tuple[str, ...], trials: Trials, consts: np.ndarray, lin: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The least-squares values of the linear constants (K, p), and their regressors
+    G (K, m, p) (None when the tree is not finite on the data)."""
     base = consts.copy()
     base[:, lin] = 0.0
     h, grads = evaluate_with_grad(tokens, trials.X, base, lin)
     G = np.stack(grads, axis=-1)
     with np.errstate(all="ignore"):
-        ok = np.isfinite(h).all() and np.isfinite(G).all()
-        if not ok:
-            return np.zeros((trials.n_trials, len(lin)))
-        return _solve_linear(G, trials.y0 - h, trials.mask)
+        if not (np.isfinite(np.where(trials.mask, h, 0.0)).all() and np.isfinite(G).all()):
+            return np.zeros((trials.n_trials, len(lin))), None
+        return _solve_linear(G, trials.y0 - h, trials.mask), G
 
 
 class _Projected:
@@ -220,13 +227,15 @@ class _Projected:
         K = trials.n_trials
         self.consts = np.zeros((K, len(lin) + len(nonlin)))
         self.n_evals = 0
+        self.last: tuple[np.ndarray, np.ndarray | None, np.ndarray] | None = None
 
     def value_grad(self, theta_flat: np.ndarray) -> tuple[float, np.ndarray]:
         trials, K = self.trials, self.trials.n_trials
         consts = self.consts
         consts[:, self.nonlin] = theta_flat.reshape(K, len(self.nonlin))
+        G = None
         if self.lin:
-            consts[:, self.lin] = _linear_part(self.tokens, trials, consts, self.lin)
+            consts[:, self.lin], G = _linear_part(self.tokens, trials, consts, self.lin)
             self.n_evals += 1
         pred, grads = evaluate_with_grad(self.tokens, trials.X, consts, self.nonlin)
         self.n_evals += 1
@@ -234,11 +243,50 @@ class _Projected:
             r = np.where(trials.mask, pred - trials.y0, 0.0)
             w = 1.0 / (np.maximum(trials.n_valid, 1) * trials.scale)  # (K,)
             loss = float(((r * r).sum(axis=1) * w).sum())
-            J = np.stack(grads, axis=-1)  # (K, m, P)
-            g = 2.0 * np.einsum("km,kmp->kp", r, np.where(trials.mask[..., None], J, 0.0)) * w[:, None]
+            J = np.where(trials.mask[..., None], np.stack(grads, axis=-1), 0.0)  # (K, m, P)
+            g = 2.0 * np.einsum("km,kmp->kp", r, J) * w[:, None]
         if not np.isfinite(loss) or not np.isfinite(g).all():
             return _PENALTY, np.zeros_like(theta_flat)
+        self.last = (J, G, w)
         return loss, g.ravel()
+
+    def gauss_newton_inverse(self, theta_flat: np.ndarray) -> np.ndarray | None:
+        """Inverse of the Gauss-Newton Hessian of the projected objective at ``theta_flat``
+        (block diagonal over trials): BFGS started from it takes Gauss-Newton steps at once
+        instead of feeling out the scale with identity steps."""
+        self.last = None
+        self.value_grad(theta_flat)
+        if self.last is None:
+            return None
+        J, G, w = self.last
+        with np.errstate(all="ignore"):
+            if G is not None:  # project out what the linear constants can absorb
+                G = np.where(self.trials.mask[..., None], G, 0.0)
+                GT = G.transpose(0, 2, 1)
+                A = GT @ G + 1e-12 * np.eye(G.shape[-1]) * np.trace(GT @ G, axis1=1, axis2=2)[:, None, None]
+                try:
+                    J = J - G @ np.linalg.solve(A, GT @ J)
+                except np.linalg.LinAlgError:
+                    pass
+            H = 2.0 * w[:, None, None] * (J.transpose(0, 2, 1) @ J)
+            P = H.shape[-1]
+            H += (1e-8 * np.trace(H, axis1=1, axis2=2)[:, None, None] + 1e-300) * np.eye(P)
+            try:
+                blocks = np.linalg.inv(H)
+            except np.linalg.LinAlgError:
+                return None
+        if not np.isfinite(blocks).all():
+            return None
+        blocks = 0.5 * (blocks + blocks.transpose(0, 2, 1))
+        try:
+            np.linalg.cholesky(blocks)  # scipy insists on positive definite
+        except np.linalg.LinAlgError:
+            return None
+        K = len(blocks)
+        out = np.zeros((K * P, K * P))
+        for k in range(K):
+            out[k * P : (k + 1) * P, k * P : (k + 1) * P] = blocks[k]
+        return out
 
     def value(self, theta_flat: np.ndarray) -> float:
         return self.value_grad(theta_flat)[0]
@@ -255,7 +303,13 @@ def _minimise(
     bounds = [(-bound, bound)] * len(x0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # scipy warns on non-convergence; the loss says it all
-        if optimizer in ("BFGS", "CG", "L-BFGS-B"):
+        if optimizer == "BFGS":
+            options: dict[str, object] = {"maxiter": maxiter}
+            H0 = problem.gauss_newton_inverse(x0)
+            if H0 is not None:
+                options["hess_inv0"] = H0
+            res = opt.minimize(problem.value_grad, x0, jac=True, method="BFGS", options=options)
+        elif optimizer in ("CG", "L-BFGS-B"):
             res = opt.minimize(problem.value_grad, x0, jac=True, method=optimizer, options={"maxiter": maxiter})
         elif optimizer == "Nelder-Mead":
             res = opt.minimize(problem.value, x0, method="Nelder-Mead", options={"maxiter": maxiter * len(x0)})

@@ -20,6 +20,8 @@ from rcvgp.tree import CONST_TOKEN, var_index
 
 __all__ = ["compile_tree", "evaluate", "evaluate_with_grad"]
 
+_ONE = np.float64(1.0)  # d c / d c, broadcast wherever it is used
+
 # ("x", i) | ("c", k) | (Operator, child, ...)
 Node = tuple[Union[str, Operator, "Node", int], ...]
 
@@ -124,7 +126,7 @@ def _value_grad(
         return X[..., node[1]], {}  # type: ignore[index]
     if head == "c":
         k: int = node[1]  # type: ignore[assignment]
-        return C[k], ({k: np.ones_like(C[k])} if k in want else {})
+        return C[k], ({k: _ONE} if k in want else {})
     op: Operator = head  # type: ignore[assignment]
     if op.arity == 2:
         a, ga = _value_grad(node[1], X, C, want)  # type: ignore[arg-type]
@@ -132,6 +134,23 @@ def _value_grad(
         value = op.fn(a, b)
         if not ga and not gb:
             return value, {}
+        name = op.name
+        # The hot cases without the generic rule's multiplications by ones.
+        if name == "add":
+            grad = dict(ga)
+            for k, g in gb.items():
+                grad[k] = grad[k] + g if k in grad else g
+            return value, grad
+        if name == "sub":
+            grad = dict(ga)
+            for k, g in gb.items():
+                grad[k] = grad[k] - g if k in grad else -g
+            return value, grad
+        if name == "mul":
+            grad = {k: b * g for k, g in ga.items()}
+            for k, g in gb.items():
+                grad[k] = grad[k] + a * g if k in grad else a * g
+            return value, grad
         da, db = op.grad(a, b)
         grad = {k: da * g for k, g in ga.items()}
         for k, g in gb.items():
@@ -141,5 +160,7 @@ def _value_grad(
     value = op.fn(a)
     if not ga:
         return value, {}
+    if op.name == "neg":
+        return value, {k: -g for k, g in ga.items()}
     (da,) = op.grad(a)
     return value, {k: da * g for k, g in ga.items()}

@@ -40,7 +40,7 @@ class Grammar:
         return len(expr) <= self.max_size and expr.depth <= self.max_depth
 
 
-def _leaf(g: Grammar, rng: np.random.Generator, p_const: float = 0.3) -> str:
+def _leaf(g: Grammar, rng: np.random.Generator, p_const: float = 0.15) -> str:
     if not g.free_vars or rng.random() < p_const:
         return CONST_TOKEN
     return f"x{g.free_vars[rng.integers(len(g.free_vars))]}"

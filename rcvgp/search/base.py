@@ -39,6 +39,7 @@ class SearchConfig:
     eps_loss: float = 1e-3  # FreezeEquation: every trial's NMSE <= this freezes the structure
     eps_const: float = 1e-3  # a constant whose relative spread over trials is <= this is standalone
     optimizer: str = "BFGS"
+    fit_iterations: int = 20  # optimiser iterations per fit inside GP; the final refit gets 10x
     max_size: int = 64  # most nodes in one expression
     max_depth: int = 12
     n_validation: int = 256
@@ -50,7 +51,7 @@ class SearchConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "operators", tuple(resolve_operators(self.operators)) if self.operators else ())
         positive_ints = ("population", "generations", "tournament", "hall_of_fame", "batch", "n_trials",
-                         "max_size", "max_depth", "n_validation", "n_test")
+                         "max_size", "max_depth", "n_validation", "n_test", "fit_iterations")
         for name in positive_ints:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from rcvgp.constants import FitResult, Trials, fit_constants
+from rcvgp.constants import FitResult, Trials, fit_constants, linear_constants
 from rcvgp.errors import BudgetExhausted, ConfigError, OracleError
 from rcvgp.evaluate import evaluate
 from rcvgp.gp import Grammar, crossover, mutate, random_term, random_tree, tournament
@@ -27,6 +27,8 @@ from rcvgp.search.base import Candidate, Progress, ProgressCallback, SearchConfi
 from rcvgp.tree import Expr
 
 __all__ = ["Lab", "Individual", "Run", "StopSearch"]
+
+_SCREEN_ITERATIONS = 5
 
 
 class StopSearch(Exception):
@@ -176,18 +178,36 @@ class Run:
         free = tuple(i for i in range(self.n_vars) if i not in controlled)
         return Grammar(self.operators, free, self.config.max_size, self.config.max_depth)
 
-    def fit(self, expr: Expr, trials: Trials) -> FitResult:
-        """Fit constants, cached per (tree, data set): identical trees are fitted once."""
+    def fit(self, expr: Expr, trials: Trials, threshold: float = math.inf) -> FitResult:
+        """Fit constants, cached per (tree, data set): identical trees are fitted once.
+
+        Trees with nonlinear constants are screened first with a few optimiser iterations;
+        only those that then beat ``threshold`` (the fitness needed to survive) get the full
+        fit. Most offspring are rejected by the screen, which is where the time goes.
+        """
         key = (expr.tokens, id(trials))
         found = self._cache.get(key)
         if found is None:
+            cfg = self.config
             self._cache_data[id(trials)] = trials
-            found = fit_constants(expr.tokens, trials, self.config.optimizer, self.rng)
+            screen = min(cfg.fit_iterations, _SCREEN_ITERATIONS)
+            found = fit_constants(expr.tokens, trials, cfg.optimizer, self.rng, maxiter=screen)
+            nonlinear = len(linear_constants(expr.tokens)) < expr.n_consts
+            if nonlinear and cfg.fit_iterations > screen and found.fitness <= threshold:
+                found = fit_constants(
+                    expr.tokens, trials, cfg.optimizer, self.rng, init=found.constants, maxiter=cfg.fit_iterations
+                )
             self._cache[key] = found
         return found
 
-    def individual(self, expr: Expr, controlled: frozenset[int], schedule: tuple[frozenset[int], ...]) -> Individual:
-        return Individual(expr, controlled, schedule, self.fit(expr, self.lab.trials(controlled)))
+    def individual(
+        self,
+        expr: Expr,
+        controlled: frozenset[int],
+        schedule: tuple[frozenset[int], ...],
+        threshold: float = math.inf,
+    ) -> Individual:
+        return Individual(expr, controlled, schedule, self.fit(expr, self.lab.trials(controlled), threshold))
 
     def refit(self, pop: Sequence[Individual]) -> list[Individual]:
         """Every individual fitted anew on this round's trials of its controlled set."""
@@ -222,6 +242,7 @@ class Run:
         size = len(pop)
         for gen in range(n_generations):
             fitness = [ind.fitness for ind in pop]
+            survive = max(fitness)
             groups: dict[frozenset[int], list[int]] = {}
             for i, ind in enumerate(pop):
                 groups.setdefault(ind.controlled, []).append(i)
@@ -238,7 +259,7 @@ class Run:
                 if rng.random() < cfg.p_mutate:
                     child = mutate(child, g, rng) or child
                 if child.tokens != parent.expr.tokens:
-                    offspring.append(self.individual(child, parent.controlled, parent.schedule))
+                    offspring.append(self.individual(child, parent.controlled, parent.schedule, survive))
             pop = _rank(pop + offspring)[:size]
             self.current = pop
             self.record(pop)
@@ -312,14 +333,18 @@ class Run:
         fit_data = Trials(X_fit[None], y_fit[None])
         scored = []
         for ind in structures:
-            fit = fit_constants(ind.expr.tokens, fit_data, cfg.optimizer, self.rng)
+            fit = fit_constants(ind.expr.tokens, fit_data, cfg.optimizer, self.rng, maxiter=10 * cfg.fit_iterations)
             consts = fit.constants[0]
             pred = evaluate(ind.expr.tokens, X_val, consts)
             nmse = regression_metrics(y_val, pred)["nmse"]
             scored.append((nmse if nmse == nmse else math.inf, len(ind.expr), ind, consts))
         scored.sort(key=lambda s: (s[0], s[1]))
         names = [v.name for v in self.spec.variables]
-        candidates = [self.candidate(ind, consts, nmse, names) for nmse, _, ind, consts in scored]
+        # sympy's simplify is slow: only the chosen expression gets it.
+        candidates = [
+            self.candidate(ind, consts, nmse, names, simplified=(rank == 0))
+            for rank, (nmse, _, ind, consts) in enumerate(scored)
+        ]
         _, _, best, best_consts = scored[0]
         test_metrics = regression_metrics(y_test, evaluate(best.expr.tokens, X_test, best_consts))
         return SearchResult(
@@ -336,13 +361,15 @@ class Run:
             config=cfg,
         )
 
-    def candidate(self, ind: Individual, consts: np.ndarray, nmse: float, names: Sequence[str]) -> Candidate:
+    def candidate(
+        self, ind: Individual, consts: np.ndarray, nmse: float, names: Sequence[str], simplified: bool
+    ) -> Candidate:
         raw = ind.expr.to_sympy(consts, names)
-        simple = simplify(raw)
-        shown = simple.xreplace({f: sympy.Float(float(f"{float(f):.6g}")) for f in simple.atoms(sympy.Float)})
+        simple = simplify(raw) if simplified else raw
         schedule = tuple(tuple(names[i] for i in sorted(c)) for c in ind.schedule)
         if not schedule or schedule[-1]:
             schedule = schedule + ((),)
+        shown = readable(simple)
         return Candidate(
             expression=str(shown),
             latex=sympy.latex(shown),
@@ -351,6 +378,15 @@ class Run:
             nmse_validation=float(nmse),
             size=len(ind.expr),
         )
+
+
+def readable(expr: sympy.Expr, digits: int = 6) -> sympy.Expr:
+    """Floats rounded to ``digits`` significant digits; whole numbers shown as integers."""
+    subs = {}
+    for f in expr.atoms(sympy.Float):
+        v = float(f"{float(f):.{digits}g}")
+        subs[f] = sympy.Integer(int(v)) if v.is_integer() and abs(v) < 1e15 else sympy.Float(v)
+    return expr.xreplace(subs)
 
 
 def summary_constants(constants: np.ndarray, eps: float) -> np.ndarray:

@@ -48,8 +48,10 @@ def _schedule_rounds(run: Run, pools: list[frozenset[int]], choose: Callable[[Ru
     gens = _split(cfg.generations, run.n_rounds)
     run.round = 0
     pop: list[Individual] = []
+    # The first round races the pools against each other within one population.
+    pool_size = max(-(-cfg.population // len(pools)), 5 * cfg.tournament)
     for controlled in pools:
-        pop += run.initial_pool(controlled, cfg.population)
+        pop += run.initial_pool(controlled, pool_size)
     for r in range(run.n_rounds):
         run.round = r + 1
         if r > 0:
