@@ -1,0 +1,179 @@
+"""Constant fitting: exact linear solves, every optimiser taking effect, NaN points dropped, and
+data at Feynman scales (1e-25 .. 1e84)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rcvgp.constants import FitResult, Trials, fit_constants, linear_constants
+from rcvgp.errors import ConfigError
+from rcvgp.oracle import CallableOracle, OracleSpec, Variable
+from rcvgp.search import OPTIMIZERS, SearchConfig
+from rcvgp.search.engine import Run
+from rcvgp.tree import parse
+
+SIN_COS = ("add", "add", "mul", "c", "sin", "x0", "mul", "c", "cos", "x0", "c")  # c*sin(x0)+c*cos(x0)+c
+C_SIN_CX = ("mul", "c", "sin", "mul", "c", "x0")  # c*sin(c*x0)
+
+
+def _trials(fn, K: int = 3, m: int = 64, n: int = 1, low: float = -3.0, high: float = 3.0, seed: int = 0) -> Trials:
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(low, high, size=(K, m, n))
+    return Trials(X, fn(X))
+
+
+# --- which constants are linear ------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("text_tokens", "expected"),
+    [
+        (SIN_COS, (0, 1, 2)),
+        (C_SIN_CX, (0,)),
+        (("sin", "c"), ()),
+        (("div", "c", "add", "x0", "c"), (0,)),
+        (("mul", "c", "mul", "c", "x0"), (0,)),  # only one factor's constants are linear
+        (("sub", "neg", "c", "mul", "x0", "c"), (0, 1)),
+        (("exp", "mul", "c", "x0"), ()),
+    ],
+)
+def test_linear_constants(text_tokens: tuple[str, ...], expected: tuple[int, ...]) -> None:
+    assert linear_constants(text_tokens) == expected
+
+
+# --- exact linear solves --------------------------------------------------------------------------
+
+def test_linear_constants_are_solved_exactly() -> None:
+    trials = _trials(lambda X: 1.7 * np.sin(X[..., 0]) - 0.4 * np.cos(X[..., 0]) + 2.2)
+    fit = fit_constants(SIN_COS, trials)
+    assert fit.losses.shape == (3,)
+    assert np.all(fit.losses < 1e-20)
+    np.testing.assert_allclose(fit.constants, np.tile([1.7, -0.4, 2.2], (3, 1)), rtol=1e-12)
+
+
+def test_each_trial_gets_its_own_constants() -> None:
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-3, 3, size=(4, 50, 1))
+    a = np.array([1.0, -2.0, 0.5, 10.0])
+    y = a[:, None] * np.sin(X[..., 0]) + 1.0
+    fit = fit_constants(SIN_COS, Trials(X, y))
+    np.testing.assert_allclose(fit.constants[:, 0], a, rtol=1e-10)
+    np.testing.assert_allclose(fit.constants[:, 1], 0.0, atol=1e-10)
+    assert np.all(fit.losses < 1e-20)
+
+
+def test_tree_without_constants_is_just_scored() -> None:
+    trials = _trials(lambda X: np.sin(X[..., 0]))
+    fit = fit_constants(("sin", "x0"), trials)
+    assert fit.constants.shape == (3, 0)
+    assert np.all(fit.losses == 0.0)
+    assert fit.n_evals == 1
+
+
+def test_fitness_is_mean_loss_and_inf_if_any_trial_failed() -> None:
+    assert FitResult(np.array([1e-3, 3e-3]), np.zeros((2, 0)), 1).fitness == pytest.approx(2e-3)
+    assert FitResult(np.array([1e-3, np.inf]), np.zeros((2, 0)), 1).fitness == np.inf
+
+
+# --- nonlinear constants and the optimisers -------------------------------------------------------
+
+def test_nonlinear_constant_is_found_by_default_optimizer() -> None:
+    trials = _trials(lambda X: 2.0 * np.sin(1.3 * X[..., 0]), K=2)
+    fit = fit_constants(C_SIN_CX, trials, init=np.array([1.0, 1.2]))
+    assert np.all(fit.losses < 1e-12)
+    np.testing.assert_allclose(fit.constants, [[2.0, 1.3], [2.0, 1.3]], rtol=1e-6)
+
+
+def test_every_optimizer_takes_effect() -> None:
+    """Each optimiser name runs a different algorithm: the evaluation counts or constants differ,
+    so the setting is never silently replaced by the default."""
+    trials = _trials(lambda X: 2.0 * np.sin(1.3 * X[..., 0]), K=2)
+    outcomes = {}
+    for name in OPTIMIZERS:
+        fit = fit_constants(C_SIN_CX, trials, optimizer=name, rng=np.random.default_rng(0), maxiter=20)
+        assert fit.constants.shape == (2, 2)
+        assert np.all(np.isfinite(fit.losses)), name
+        outcomes[name] = (fit.n_evals, tuple(np.round(fit.constants.ravel(), 9)))
+    assert len(set(outcomes.values())) == len(OPTIMIZERS), outcomes
+
+
+def test_search_config_optimizer_reaches_the_fit() -> None:
+    """The optimiser named in SearchConfig is the one Run.fit uses: each name gives a different fit."""
+    spec = OracleSpec((Variable("x0", -3.0, 3.0),))
+    oracle = CallableOracle(lambda X: 2.0 * np.sin(1.3 * X[:, 0]), spec)
+    trials = _trials(lambda X: 2.0 * np.sin(1.3 * X[..., 0]), K=2)
+    expr, _ = parse("2.0*sin(1.0*x0)")
+    assert expr.n_consts == 2
+    outcomes = {}
+    for name in OPTIMIZERS:
+        run = Run("gp", oracle, SearchConfig(optimizer=name, batch=16, n_trials=2), seed=0)
+        fit = run.fit(expr, trials)
+        outcomes[name] = (fit.n_evals, tuple(np.round(fit.constants.ravel(), 9)))
+    assert len(set(outcomes.values())) == len(OPTIMIZERS), outcomes
+
+
+def test_unknown_optimizer_is_a_config_error() -> None:
+    trials = _trials(lambda X: 2.0 * np.sin(1.3 * X[..., 0]), K=1)
+    with pytest.raises(ConfigError, match="optimizer"):
+        fit_constants(C_SIN_CX, trials, optimizer="newton")
+    with pytest.raises(ConfigError, match="`optimizer`.*did you mean `BFGS`"):
+        SearchConfig(optimizer="BFSG")
+
+
+# --- NaN points ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("tokens", [SIN_COS, C_SIN_CX])
+def test_nan_points_are_dropped_from_fitting(tokens: tuple[str, ...]) -> None:
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-3, 3, size=(1, 80, 1))
+    y = 2.0 * np.sin(1.3 * X[..., 0]) + 0.1 * rng.normal(size=(1, 80))
+    bad = np.zeros(80, dtype=bool)
+    bad[[3, 17, 18, 40, 79]] = True
+    y_nan = y.copy()
+    y_nan[0, bad] = np.nan
+    with_nan = fit_constants(tokens, Trials(X, y_nan))
+    without = fit_constants(tokens, Trials(X[:, ~bad], y[:, ~bad]))
+    assert np.all(np.isfinite(with_nan.losses))
+    np.testing.assert_allclose(with_nan.constants, without.constants, rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose(with_nan.losses, without.losses, rtol=1e-7)
+
+
+def test_trials_mask_counts_measured_points() -> None:
+    X = np.zeros((2, 4, 1))
+    y = np.array([[1.0, np.nan, 2.0, 3.0], [np.nan, np.nan, 1.0, 1.0]])
+    t = Trials(X, y)
+    assert t.n_valid.tolist() == [3, 2]
+    assert t.mask.sum() == 5
+
+
+# --- Feynman scales ---------------------------------------------------------------------------------
+
+def test_tiny_scale_linear_structure_fits_exactly() -> None:
+    rng = np.random.default_rng(8)
+    X = 10.0 ** rng.uniform(-11, -10, size=(3, 100, 2))
+    y = 1.6e-5 * X[..., 0] * X[..., 1] + 3e-26  # y ~ 1e-25
+    assert 1e-27 < np.abs(y).min() and np.abs(y).max() < 1e-24
+    fit = fit_constants(("add", "mul", "c", "mul", "x0", "x1", "c"), Trials(X, y))
+    assert np.all(fit.losses < 1e-20), fit.losses
+    np.testing.assert_allclose(fit.constants, np.tile([1.6e-5, 3e-26], (3, 1)), rtol=1e-8)
+
+
+def test_huge_scale_linear_structure_fits_exactly() -> None:
+    rng = np.random.default_rng(9)
+    X = 10.0 ** rng.uniform(10, 11, size=(3, 100, 2))
+    y = 2.5e50 * X[..., 0] ** 2 * X[..., 1] + 7e72 * X[..., 1]  # y ~ 1e84
+    assert np.abs(y).max() > 1e83
+    tokens = ("add", "mul", "c", "mul", "n2", "x0", "x1", "mul", "c", "x1")
+    fit = fit_constants(tokens, Trials(X, y))
+    assert np.all(fit.losses < 1e-20), fit.losses
+    np.testing.assert_allclose(fit.constants, np.tile([2.5e50, 7e72], (3, 1)), rtol=1e-8)
+
+
+def test_mixed_scale_inputs_fit_exactly() -> None:
+    """x from 1e-11 to 1e11 in one data set: unit-norm columns keep the solve well conditioned."""
+    rng = np.random.default_rng(10)
+    X = np.stack([10.0 ** rng.uniform(-11, -9, size=(2, 100)), 10.0 ** rng.uniform(9, 11, size=(2, 100))], axis=-1)
+    y = 4.0e-3 * X[..., 0] + 9.0e-30 * X[..., 1]
+    fit = fit_constants(("add", "mul", "c", "x0", "mul", "c", "x1"), Trials(X, y))
+    assert np.all(fit.losses < 1e-20), fit.losses
+    np.testing.assert_allclose(fit.constants, np.tile([4.0e-3, 9.0e-30], (2, 1)), rtol=1e-8)

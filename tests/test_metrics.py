@@ -1,0 +1,108 @@
+"""Error metrics as the paper defines them, and the exact-recovery check."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import sympy
+
+from rcvgp.metrics import is_exact, regression_metrics, round_floats
+
+
+def test_metrics_on_known_values() -> None:
+    y = np.array([1.0, 2.0, 3.0, 4.0])  # var 1.25
+    pred = np.array([1.0, 2.0, 3.0, 5.0])  # mse 0.25
+    m = regression_metrics(y, pred)
+    assert m["mse"] == pytest.approx(0.25)
+    assert m["nmse"] == pytest.approx(0.2)
+    assert m["rmse"] == pytest.approx(0.5)
+    assert m["nrmse"] == pytest.approx(math.sqrt(0.2))
+    assert m["r2"] == pytest.approx(0.8)
+
+
+def test_perfect_prediction_scores_zero() -> None:
+    y = np.linspace(-1, 1, 11)
+    m = regression_metrics(y, y.copy())
+    assert m["nmse"] == 0.0 and m["r2"] == 1.0
+
+
+def test_nmse_is_scale_free() -> None:
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=100)
+    pred = y + 0.1 * rng.normal(size=100)
+    base = regression_metrics(y, pred)["nmse"]
+    for scale in (1e-25, 1e84):
+        assert regression_metrics(scale * y, scale * pred)["nmse"] == pytest.approx(base, rel=1e-9)
+
+
+def test_unmeasured_points_are_ignored() -> None:
+    y = np.array([1.0, np.nan, 3.0, 4.0, 2.0])
+    pred = np.array([1.0, 123.0, 3.0, 5.0, 2.0])
+    assert regression_metrics(y, pred) == regression_metrics(y[[0, 2, 3, 4]], pred[[0, 2, 3, 4]])
+
+
+def test_no_measured_point_gives_nan_metrics() -> None:
+    m = regression_metrics(np.array([np.nan, np.nan]), np.array([1.0, 2.0]))
+    assert all(math.isnan(v) for v in m.values())
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nonfinite_prediction_scores_infinite(bad: float) -> None:
+    m = regression_metrics(np.array([1.0, 2.0, 3.0]), np.array([1.0, bad, 3.0]))
+    assert m["mse"] == m["nmse"] == math.inf
+    assert m["r2"] == -math.inf
+
+
+def test_constant_target() -> None:
+    y = np.full(5, 2.0)
+    assert regression_metrics(y, y.copy())["nmse"] == 0.0
+    assert regression_metrics(y, y + 1.0)["nmse"] == math.inf
+
+
+# --- exact recovery ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("found", "truth"),
+    [
+        ("x0*x1 + sin(x2)", "sin(x2) + x1*x0"),
+        ("1.00001*x0*x1 + 0.99999*sin(x2)", "x0*x1 + sin(x2)"),
+        ("x0*x1 + sin(x2) + 0.5", "x0*x1 + sin(x2)"),  # SRBench: a constant offset is allowed
+        ("3.2*(x0*x1 + sin(x2))", "x0*x1 + sin(x2)"),  # ... and a constant factor
+    ],
+)
+def test_is_exact_accepts_equivalent_expressions(found: str, truth: str) -> None:
+    assert is_exact(found, truth)
+
+
+@pytest.mark.parametrize(
+    ("found", "truth"),
+    [
+        ("x0*x1", "x0*x1 + sin(x2)"),
+        ("x0*x1 + sin(x2)", "x0*x1 + cos(x2)"),
+        ("sin(1.1*x0)", "sin(x0)"),
+        ("x0*x1 + 0.5*sin(x2)", "x0*x1 + sin(x2)"),
+    ],
+)
+def test_is_exact_rejects_different_expressions(found: str, truth: str) -> None:
+    assert not is_exact(found, truth)
+
+
+@pytest.mark.parametrize("found", ["sin(1.0001*x0)", "sin(1.0*x0)", "x1*sin(0.99999*x0 + 1.0*x2)"])
+def test_is_exact_accepts_nonlinear_constants_that_round_to_whole_numbers(found: str) -> None:
+    """A constant inside a function that rounds to 1 must compare equal to the truth's implicit 1
+    (a fitted nonlinear constant is never exactly 1.0)."""
+    assert is_exact(found, found.replace("1.0001*", "").replace("1.0*", "").replace("0.99999*", ""))
+
+
+def test_is_exact_matches_symbols_by_name() -> None:
+    real = sympy.Symbol("x0", real=True)
+    plain = sympy.Symbol("x0")
+    assert is_exact(2 * real, plain)
+
+
+def test_round_floats_keeps_significant_digits() -> None:
+    x = sympy.Symbol("x")
+    assert round_floats(sympy.Float(3.14159) * x, 3) == sympy.Float(3.14) * x
+    assert round_floats(x + 1) == x + 1
