@@ -9,7 +9,7 @@ non-finite output is judged by the fitness, never replaced by a made-up value.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Union
 
@@ -19,8 +19,6 @@ from rcvgp.operators import OPERATORS, Operator
 from rcvgp.tree import CONST_TOKEN, var_index
 
 __all__ = ["compile_tree", "evaluate", "evaluate_with_grad"]
-
-_ONE = np.float64(1.0)  # d c / d c, broadcast wherever it is used
 
 # ("x", i) | ("c", k) | (Operator, child, ...)
 Node = tuple[Union[str, Operator, "Node", int], ...]
@@ -69,11 +67,10 @@ def evaluate(tokens: tuple[str, ...], X: np.ndarray, consts: np.ndarray | None =
     -------
     y : ndarray of shape X.shape[:-1]
     """
-    node = compile_tree(tuple(tokens))
-    C = _const_columns(consts, X)
+    program = _program(tuple(tokens), ())
     with np.errstate(all="ignore"):
-        out = _value(node, X, C)
-    return np.broadcast_to(out, _shape(X)).astype(float, copy=False)
+        value, _ = program(X, _const_columns(consts, X))
+    return np.broadcast_to(value, _shape(X)).astype(float, copy=False)
 
 
 def _const_columns(consts: np.ndarray | None, X: np.ndarray) -> list[np.ndarray]:
@@ -83,18 +80,6 @@ def _const_columns(consts: np.ndarray | None, X: np.ndarray) -> list[np.ndarray]
     if c.ndim == 1:
         return [np.float64(v) for v in c]  # type: ignore[misc]
     return [c[..., k, None] for k in range(c.shape[-1])]
-
-
-def _value(node: Node, X: np.ndarray, C: Sequence[np.ndarray]) -> np.ndarray:
-    head = node[0]
-    if head == "x":
-        return X[..., node[1]]  # type: ignore[index]
-    if head == "c":
-        return C[node[1]]  # type: ignore[index]
-    op: Operator = head  # type: ignore[assignment]
-    if op.arity == 2:
-        return op.fn(_value(node[1], X, C), _value(node[2], X, C))  # type: ignore[arg-type]
-    return op.fn(_value(node[1], X, C))  # type: ignore[arg-type]
 
 
 def evaluate_with_grad(
@@ -107,60 +92,108 @@ def evaluate_with_grad(
     y : ndarray of shape X.shape[:-1]
     grads : list of ndarray, one per entry of ``wrt``, each of shape X.shape[:-1]
     """
-    node = compile_tree(tuple(tokens))
-    C = _const_columns(consts, X)
-    want = frozenset(int(k) for k in wrt)
+    wrt = tuple(int(k) for k in wrt)
+    program = _program(tuple(tokens), wrt)
     with np.errstate(all="ignore"):
-        value, grad = _value_grad(node, X, C, want)
+        value, grads = program(X, _const_columns(consts, X))
     shape = _shape(X)
-    zero = np.zeros(shape)
-    grads = [np.broadcast_to(grad[k], shape) if k in grad else zero for k in wrt]
-    return np.broadcast_to(value, shape), grads
+    out = [np.zeros(shape) if g is None else np.broadcast_to(g, shape) for g in grads]
+    return np.broadcast_to(value, shape), out
 
 
-def _value_grad(
-    node: Node, X: np.ndarray, C: Sequence[np.ndarray], want: frozenset[int]
-) -> tuple[np.ndarray, dict[int, np.ndarray]]:
-    head = node[0]
-    if head == "x":
-        return X[..., node[1]], {}  # type: ignore[index]
-    if head == "c":
-        k: int = node[1]  # type: ignore[assignment]
-        return C[k], ({k: _ONE} if k in want else {})
-    op: Operator = head  # type: ignore[assignment]
-    if op.arity == 2:
-        a, ga = _value_grad(node[1], X, C, want)  # type: ignore[arg-type]
-        b, gb = _value_grad(node[2], X, C, want)  # type: ignore[arg-type]
-        value = op.fn(a, b)
+Program = Callable[[np.ndarray, Sequence[np.ndarray]], tuple[np.ndarray, tuple[np.ndarray | None, ...]]]
+
+
+@lru_cache(maxsize=32768)
+def _program(tokens: tuple[str, ...], wrt: tuple[int, ...]) -> Program:
+    """Straight-line numpy code for a tree and its derivatives w.r.t. ``wrt``, compiled once.
+
+    Generated code, not a tree walk: the search evaluates the same few thousand trees many
+    times, and the interpreter overhead of walking them was a third of its run time. The code
+    is built only from the operator table's names and integer indices, never from user text.
+    """
+    node = compile_tree(tokens)
+    want = set(wrt)
+    lines: list[str] = []
+    names: dict[str, object] = {}
+    counter = iter(range(10**9))
+
+    def emit(n: Node) -> tuple[str, dict[int, str]]:
+        head = n[0]
+        if head == "x":
+            v = f"v{next(counter)}"
+            lines.append(f"{v} = X[..., {n[1]}]")
+            return v, {}
+        if head == "c":
+            k = n[1]
+            return f"C[{k}]", ({k: "1"} if k in want else {})  # type: ignore[dict-item]
+        op: Operator = head  # type: ignore[assignment]
+        fn = f"F_{op.name}"
+        names[fn] = op.fn
+        names[f"G_{op.name}"] = op.grad
+        i = next(counter)
+        v = f"v{i}"
+        if op.arity == 1:
+            a, ga = emit(n[1])  # type: ignore[arg-type]
+            lines.append(f"{v} = -{a}" if op.name == "neg" else f"{v} = {fn}({a})")
+            if not ga:
+                return v, {}
+            if op.name == "neg":
+                return v, {k: _assign(lines, f"g{i}_{k}", f"-({g})") for k, g in ga.items()}
+            lines.append(f"d{i} = G_{op.name}({a})[0]")
+            return v, {k: _assign(lines, f"g{i}_{k}", _times(f"d{i}", g)) for k, g in ga.items()}
+        a, ga = emit(n[1])  # type: ignore[arg-type]
+        b, gb = emit(n[2])  # type: ignore[arg-type]
+        symbol = {"add": "+", "sub": "-", "mul": "*", "div": "/"}.get(op.name)
+        lines.append(f"{v} = {a} {symbol} {b}" if symbol else f"{v} = {fn}({a}, {b})")
         if not ga and not gb:
-            return value, {}
-        name = op.name
-        # The hot cases without the generic rule's multiplications by ones.
-        if name == "add":
-            grad = dict(ga)
-            for k, g in gb.items():
-                grad[k] = grad[k] + g if k in grad else g
-            return value, grad
-        if name == "sub":
-            grad = dict(ga)
-            for k, g in gb.items():
-                grad[k] = grad[k] - g if k in grad else -g
-            return value, grad
-        if name == "mul":
-            grad = {k: b * g for k, g in ga.items()}
-            for k, g in gb.items():
-                grad[k] = grad[k] + a * g if k in grad else a * g
-            return value, grad
-        da, db = op.grad(a, b)
-        grad = {k: da * g for k, g in ga.items()}
-        for k, g in gb.items():
-            grad[k] = grad[k] + db * g if k in grad else db * g
-        return value, grad
-    a, ga = _value_grad(node[1], X, C, want)  # type: ignore[arg-type]
-    value = op.fn(a)
-    if not ga:
-        return value, {}
-    if op.name == "neg":
-        return value, {k: -g for k, g in ga.items()}
-    (da,) = op.grad(a)
-    return value, {k: da * g for k, g in ga.items()}
+            return v, {}
+        grads: dict[int, str] = {}
+        if op.name in ("add", "sub"):
+            for k in sorted(set(ga) | set(gb)):
+                left = ga.get(k)
+                right = gb.get(k)
+                if right is None:
+                    expr = str(left)
+                elif op.name == "add":
+                    expr = right if left is None else f"{left} + {right}"
+                else:
+                    expr = f"-({right})" if left is None else f"{left} - ({right})"
+                grads[k] = _assign(lines, f"g{i}_{k}", expr)
+            return v, grads
+        if op.name == "mul":
+            da, db = b, a
+        else:
+            lines.append(f"da{i}, db{i} = G_{op.name}({a}, {b})")
+            da, db = f"da{i}", f"db{i}"
+        for k in sorted(set(ga) | set(gb)):
+            parts = []
+            if k in ga:
+                parts.append(_times(da, ga[k]))
+            if k in gb:
+                parts.append(_times(db, gb[k]))
+            grads[k] = _assign(lines, f"g{i}_{k}", " + ".join(parts))
+        return v, grads
+
+    root, root_grads = emit(node)
+    outs = ", ".join(root_grads.get(k, "None") for k in wrt)
+    body = "\n    ".join(lines) if lines else "pass"
+    source = f"def program(X, C):\n    {body}\n    return {root}, ({outs}{',' if wrt else ''})\n"
+    scope: dict[str, object] = dict(names)
+    exec(compile(source, "<rcvgp tree>", "exec"), scope)  # noqa: S102 - generated from the operator table only
+    return scope["program"]  # type: ignore[return-value]
+
+
+def _times(a: str, b: str) -> str:
+    if b == "1":
+        return a
+    if a == "1":
+        return b
+    return f"{a} * {b}"
+
+
+def _assign(lines: list[str], name: str, expr: str) -> str:
+    if expr == "1":
+        return "1"
+    lines.append(f"{name} = {expr}")
+    return name

@@ -16,7 +16,7 @@ import numpy as np
 from rcvgp.operators import OPERATORS
 from rcvgp.tree import CONST_TOKEN, Expr, arity, is_var, subtree_end
 
-__all__ = ["Grammar", "random_tree", "random_term", "mutate", "crossover", "tournament", "fold_constants"]
+__all__ = ["Grammar", "random_tree", "random_term", "mutate", "crossover", "tournament", "simplify_tree"]
 
 
 @dataclass(frozen=True)
@@ -76,29 +76,86 @@ def random_term(g: Grammar, rng: np.random.Generator, depth: int) -> Expr:
     return t
 
 
-def fold_constants(expr: Expr) -> Expr:
-    """Replace every editable subtree without variables (e.g. ``sin(c) * c``) by one constant."""
-    tokens, frozen = list(expr.tokens), list(expr.frozen)
-    i = 0
-    out_t: list[str] = []
-    out_f: list[bool] = []
-    while i < len(tokens):
-        end = subtree_end(tokens, i)
-        if (
-            end - i > 1
-            and not any(frozen[i:end])
-            and not any(is_var(t) for t in tokens[i:end])
-        ):
-            out_t.append(CONST_TOKEN)
-            out_f.append(False)
-            i = end
-        else:
-            out_t.append(tokens[i])
-            out_f.append(frozen[i])
-            i += 1
-    if len(out_t) == len(tokens):
+# A tree as nested lists while simplifying: [token, frozen, children].
+_Node = list  # type: ignore[type-arg]
+
+
+def _nest(expr: Expr) -> _Node:
+    def build(i: int) -> tuple[_Node, int]:
+        t = expr.tokens[i]
+        kids = []
+        j = i + 1
+        for _ in range(arity(t)):
+            kid, j = build(j)
+            kids.append(kid)
+        return [t, expr.frozen[i], kids], j
+
+    return build(0)[0]
+
+
+def _flat(node: _Node, tokens: list[str], frozen: list[bool]) -> None:
+    tokens.append(node[0])
+    frozen.append(node[1])
+    for kid in node[2]:
+        _flat(kid, tokens, frozen)
+
+
+def _c() -> _Node:
+    return [CONST_TOKEN, False, []]
+
+
+def _is_c(node: _Node) -> bool:
+    return node[0] == CONST_TOKEN and not node[1]
+
+
+def _has_var(node: _Node) -> bool:
+    return is_var(node[0]) or any(_has_var(k) for k in node[2])
+
+
+def _simplify(node: _Node) -> _Node:
+    if node[1]:  # frozen: editable parts are whole subtrees, so nothing below is editable either
+        return node
+    node = [node[0], node[1], [_simplify(k) for k in node[2]]]
+    if node[2] and not _has_var(node):
+        return _c()
+    t, kids = node[0], node[2]
+    if t == "neg" and not kids[0][1] and kids[0][0] == "mul" and any(_is_c(k) for k in kids[0][2]):
+        return kids[0]  # -(c*x) is c*x with another c
+    if t == "mul":
+        a, b = kids
+        if _is_c(b):
+            a, b = b, a
+        if _is_c(a):
+            if b[0] == "neg" and not b[1]:
+                return _simplify(["mul", False, [a, b[2][0]]])
+            if b[0] == "mul" and not b[1] and any(_is_c(k) for k in b[2]):
+                return b  # c * (c * x) -> c * x
+            if b[0] in ("add", "sub") and not b[1] and any(_is_c(k) for k in b[2]):
+                # c * (x + c) -> c * x + c: the same family, but now linear in both constants
+                x = b[2][1] if _is_c(b[2][0]) else b[2][0]
+                scaled = _simplify(["mul", False, [_c(), x]])
+                return [b[0], False, [_c(), scaled] if _is_c(b[2][0]) else [scaled, _c()]]
+    if t in ("add", "sub"):
+        a, b = kids
+        for one, other in ((a, b), (b, a)):
+            if _is_c(one) and other[0] in ("add", "sub") and not other[1] and any(_is_c(k) for k in other[2]):
+                return other  # c + (x + c) -> x + c
+    return node
+
+
+def simplify_tree(expr: Expr) -> Expr:
+    """Rewrite editable parts into simpler trees of the same family: subtrees without variables
+    become one constant, ``c*(c*x)`` becomes ``c*x``, ``c*(x + c)`` becomes ``c*x + c``,
+    ``c + (x + c)`` becomes ``x + c``. Fewer and more often linear constants make fitting cheap
+    and exact; frozen nodes are never touched."""
+    if all(expr.frozen):
         return expr
-    return Expr(tuple(out_t), tuple(out_f))
+    tokens: list[str] = []
+    frozen: list[bool] = []
+    _flat(_simplify(_nest(expr)), tokens, frozen)
+    if tuple(tokens) == expr.tokens:
+        return expr
+    return Expr(tuple(tokens), tuple(frozen))
 
 
 def _editable(expr: Expr, leaves_only: bool = False, ops_only: bool = False) -> list[int]:
@@ -129,7 +186,7 @@ def mutate(expr: Expr, g: Grammar, rng: np.random.Generator) -> Expr | None:
         kind = kinds[int(rng.integers(len(kinds)))]
         child = kind(expr, g, rng)
         if child is not None:
-            child = fold_constants(child)
+            child = simplify_tree(child)
             if child.tokens != expr.tokens and g.fits(child):
                 return child
     return None
@@ -207,7 +264,7 @@ def crossover(a: Expr, b: Expr, g: Grammar, rng: np.random.Generator) -> tuple[E
         return None
     i, j = _pick(rng, na), _pick(rng, nb)
     sa, sb = a.subtree(i), b.subtree(j)
-    ca, cb = a.replace(i, sb), b.replace(j, sa)
+    ca, cb = simplify_tree(a.replace(i, sb)), simplify_tree(b.replace(j, sa))
     if not (g.fits(ca) and g.fits(cb)):
         return None
     return ca, cb

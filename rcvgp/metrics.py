@@ -43,12 +43,14 @@ def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, floa
 
 
 def round_floats(expr: sympy.Expr, digits: int = 3) -> sympy.Expr:
-    """Round every float to ``digits`` significant digits."""
+    """Round every float to ``digits`` significant digits; a whole number becomes an Integer,
+    so ``sin(1.0001*x0)`` rounds to ``sin(x0)``."""
     expr = sympy.sympify(expr)
-    floats = [a for a in expr.atoms(sympy.Float)]
-    if not floats:
-        return expr
-    return expr.xreplace({f: sympy.Float(float(f"{float(f):.{digits - 1}e}")) for f in floats})
+    subs = {}
+    for f in expr.atoms(sympy.Float):
+        v = float(f"{float(f):.{digits - 1}e}")
+        subs[f] = sympy.Integer(int(v)) if v.is_integer() and abs(v) < 1e15 else sympy.Float(v)
+    return expr.xreplace(subs) if subs else expr
 
 
 def _as_sympy(e: Any) -> sympy.Expr:

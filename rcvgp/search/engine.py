@@ -20,7 +20,7 @@ from rcvgp.constants import FitResult, Trials, fit_constants, linear_constants
 from rcvgp.errors import BudgetExhausted, ConfigError, OracleError
 from rcvgp.evaluate import evaluate
 from rcvgp.gp import Grammar, crossover, mutate, random_term, random_tree, tournament
-from rcvgp.metrics import regression_metrics
+from rcvgp.metrics import regression_metrics, round_floats
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, check_reply, design_points, design_trials
 from rcvgp.search.base import Candidate, Progress, ProgressCallback, SearchConfig, SearchResult
@@ -28,7 +28,7 @@ from rcvgp.tree import Expr
 
 __all__ = ["Lab", "Individual", "Run", "StopSearch"]
 
-_SCREEN_ITERATIONS = 5
+_SCREEN_ITERATIONS = 3
 
 
 class StopSearch(Exception):
@@ -140,7 +140,16 @@ def _rank(pop: Iterable[Individual]) -> list[Individual]:
     for ind in pop:
         if ind.key not in seen or ind.fitness < seen[ind.key].fitness:
             seen[ind.key] = ind
-    return sorted(seen.values(), key=lambda ind: (ind.fitness, len(ind.expr)))
+    return sorted(seen.values(), key=_rank_key)
+
+
+#: Losses below this are rounding noise (an exact fit gives 1e-30 or so): among them the
+#: smaller tree wins, which stops exact expressions from bloating with do-nothing subtrees.
+EXACT_LOSS = 1e-14
+
+
+def _rank_key(ind: Individual) -> tuple[float, int]:
+    return max(ind.fitness, EXACT_LOSS), len(ind.expr)
 
 
 class Run:
@@ -237,12 +246,14 @@ class Run:
 
     # --- the generation loop ---------------------------------------------------------------
     def evolve(self, pop: list[Individual], n_generations: int) -> list[Individual]:
-        """(mu + lambda) GP: tournament parents, mating within a controlled set, mutation."""
+        """(mu + lambda) GP: tournament parents, mating within a controlled set, mutation.
+
+        The population grows back to ``population`` if deduplication shrank it."""
         cfg, rng = self.config, self.rng
-        size = len(pop)
+        size = max(len(pop), cfg.population)
         for gen in range(n_generations):
-            fitness = [ind.fitness for ind in pop]
-            survive = max(fitness)
+            fitness = [max(ind.fitness, EXACT_LOSS) for ind in pop]
+            survive = max(fitness) if len(pop) >= size else math.inf
             groups: dict[frozenset[int], list[int]] = {}
             for i, ind in enumerate(pop):
                 groups.setdefault(ind.controlled, []).append(i)
@@ -342,7 +353,7 @@ class Run:
         names = [v.name for v in self.spec.variables]
         # sympy's simplify is slow: only the chosen expression gets it.
         candidates = [
-            self.candidate(ind, consts, nmse, names, simplified=(rank == 0))
+            self.candidate(ind, consts, nmse, names, X_val if rank == 0 else None)
             for rank, (nmse, _, ind, consts) in enumerate(scored)
         ]
         _, _, best, best_consts = scored[0]
@@ -362,14 +373,16 @@ class Run:
         )
 
     def candidate(
-        self, ind: Individual, consts: np.ndarray, nmse: float, names: Sequence[str], simplified: bool
+        self, ind: Individual, consts: np.ndarray, nmse: float, names: Sequence[str], X_clean: np.ndarray | None
     ) -> Candidate:
+        """The printed forms of a fitted tree; with ``X_clean`` (the chosen one only, since
+        sympy is slow) negligible terms are dropped and the rest simplified."""
         raw = ind.expr.to_sympy(consts, names)
-        simple = simplify(raw) if simplified else raw
+        simple = simplify(drop_negligible_terms(raw, names, X_clean)) if X_clean is not None else raw
         schedule = tuple(tuple(names[i] for i in sorted(c)) for c in ind.schedule)
         if not schedule or schedule[-1]:
             schedule = schedule + ((),)
-        shown = readable(simple)
+        shown = round_floats(simple, 6)
         return Candidate(
             expression=str(shown),
             latex=sympy.latex(shown),
@@ -380,13 +393,29 @@ class Run:
         )
 
 
-def readable(expr: sympy.Expr, digits: int = 6) -> sympy.Expr:
-    """Floats rounded to ``digits`` significant digits; whole numbers shown as integers."""
-    subs = {}
-    for f in expr.atoms(sympy.Float):
-        v = float(f"{float(f):.{digits}g}")
-        subs[f] = sympy.Integer(int(v)) if v.is_integer() and abs(v) < 1e15 else sympy.Float(v)
-    return expr.xreplace(subs)
+def drop_negligible_terms(
+    expr: sympy.Expr, names: Sequence[str], X: np.ndarray, rel: float = 1e-6, max_ops: int = 200
+) -> sympy.Expr:
+    """Remove the terms of the expanded expression that never exceed ``rel`` times the spread
+    of the whole on the points X: leftovers such as ``6e-9*x1*x2`` that least squares fits
+    to rounding noise. Dropping them changes the NMSE by at most about ``rel**2``."""
+    try:
+        if sympy.count_ops(expr) > max_ops:
+            return expr
+        expanded = sympy.expand(expr)
+        if not isinstance(expanded, sympy.Add):
+            return expr
+        symbols = [sympy.Symbol(n, real=True) for n in names]
+        columns = [X[:, i] for i in range(X.shape[1])]
+        with np.errstate(all="ignore"):
+            values = [np.broadcast_to(sympy.lambdify(symbols, t, "numpy")(*columns), X.shape[:1]) for t in expanded.args]
+            scale = float(np.std(np.sum(values, axis=0)))
+            keep = [t for t, v in zip(expanded.args, values) if not np.max(np.abs(v)) < rel * scale]
+    except (TypeError, ValueError, NameError, ZeroDivisionError, RecursionError):
+        return expr
+    if len(keep) == len(expanded.args) or not keep:
+        return expr
+    return sympy.Add(*keep)
 
 
 def summary_constants(constants: np.ndarray, eps: float) -> np.ndarray:
