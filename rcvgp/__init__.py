@@ -14,6 +14,7 @@ from rcvgp.errors import (
     RemoteError,
 )
 from rcvgp.oracle import CallableOracle, DataOracle, OracleSpec, Output, Variable
+from rcvgp.search import SearchConfig, SearchResult, run_search
 
 __version__ = "0.1.0"
 
@@ -31,6 +32,9 @@ __all__ = [
     "ProtocolError",
     "RcvgpError",
     "RemoteError",
+    "SearchConfig",
+    "SearchResult",
     "Variable",
     "__version__",
+    "run_search",
 ]
