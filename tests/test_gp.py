@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rcvgp.gp import Grammar, crossover, fold_constants, mutate, random_term, random_tree, tournament
+from rcvgp.gp import Grammar, crossover, mutate, random_term, random_tree, simplify_tree, tournament
 from rcvgp.oracle import CallableOracle, OracleSpec, Variable
 from rcvgp.operators import OPERATORS
 from rcvgp.search import SearchConfig
@@ -168,8 +168,8 @@ def test_crossover_swaps_only_editable_subtrees() -> None:
             assert _frozen_tokens(child) == _frozen_tokens(parent)
             assert _editable_subtrees_are_whole(child)
             assert g.fits(child)
-        # the material is exchanged, not made up
-        assert sorted(ca.tokens + cb.tokens) == sorted(a.tokens + b.tokens)
+        # the material comes from the parents (children may be simplified), none is made up
+        assert ca.variables | cb.variables <= a.variables | b.variables
     assert swapped > 100
 
 
@@ -192,13 +192,38 @@ def test_crossover_refuses_children_over_the_size_limit() -> None:
 
 # --- folding and selection ------------------------------------------------------------------------
 
-def test_fold_constants_replaces_variable_free_editable_subtrees() -> None:
+def test_simplify_tree_folds_variable_free_editable_subtrees() -> None:
     e = Expr(("add", "mul", "sin", "c", "c", "x0"))
-    assert fold_constants(e).tokens == ("add", "c", "x0")
+    assert simplify_tree(e).tokens == ("add", "c", "x0")
     frozen = Expr(("add", "mul", "sin", "c", "c", "x0"), (False, True, True, True, True, False))
-    assert fold_constants(frozen) == frozen  # frozen nodes are never folded
+    assert simplify_tree(frozen) == frozen  # frozen nodes are never folded
     plain = Expr(("add", "c", "x0"))
-    assert fold_constants(plain) is plain
+    assert simplify_tree(plain) is plain
+
+
+@pytest.mark.parametrize(
+    ("tokens", "expected"),
+    [
+        (("mul", "c", "mul", "c", "x0"), ("mul", "c", "x0")),  # c*(c*x) -> c*x
+        (("add", "c", "add", "x0", "c"), ("add", "x0", "c")),  # c + (x + c) -> x + c
+        (("mul", "c", "add", "x0", "c"), ("add", "mul", "c", "x0", "c")),  # c*(x + c) -> c*x + c
+    ],
+)
+def test_simplify_tree_keeps_the_family_with_fewer_or_linear_constants(
+    tokens: tuple[str, ...], expected: tuple[str, ...]
+) -> None:
+    out = simplify_tree(Expr(tokens))
+    assert out.tokens == expected
+    assert not any(out.frozen)
+
+
+def test_simplify_tree_never_touches_frozen_nodes() -> None:
+    g_all = Grammar(OPS, (0, 1, 2))
+    for seed in range(200):
+        tree = _partly_frozen(g_all, np.random.default_rng(seed))
+        out = simplify_tree(tree)
+        assert _frozen_tokens(out) == _frozen_tokens(tree)
+        assert _editable_subtrees_are_whole(out) and _well_formed(out)
 
 
 def test_tournament_picks_the_lowest_fitness_among_its_picks() -> None:
