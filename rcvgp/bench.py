@@ -1,0 +1,667 @@
+"""The benchmark runner behind ``rcvgp bench``: many (equation, method, seed) runs, each in its own
+process, summarised per group and method as the paper's tables are.
+
+A :class:`BenchTask` names one run: a catalog entry, a search method, a seed, a time cap, a noise
+model and search-setting overrides. :func:`run_task` performs it (a top-level function, so it
+pickles to any process pool): it builds the entry's :class:`~rcvgp.simulate.SimulatedOracle`, runs
+:func:`~rcvgp.search.run_search` -- which chooses the expression on validation data and scores it
+once on fresh test points with no variable held -- and checks exact recovery against the revealed
+truth with :func:`~rcvgp.metrics.is_exact`. It returns one flat, JSON-ready record. A run that hits
+its time cap reports its best expression so far and is marked ``timed_out``.
+
+:func:`run_benchmark` sends tasks to any :class:`concurrent.futures.Executor` (by default a
+process pool; a Dask ``distributed`` client's ``get_executor()`` spreads them over a cluster),
+appends each finished record as one JSON line to ``runs.jsonl`` in the output folder -- the resume
+state: a task already there is not run again -- and at the end writes ``summary.json``,
+``runs.csv`` and ``summary.csv`` atomically. :func:`summarize` and :func:`format_table` turn
+records into the per-group table, beside the paper's Racing-CVGP numbers
+(:data:`PAPER_RACING_NMSE`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import csv
+import difflib
+import io
+import json
+import math
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from rcvgp.errors import ConfigError
+from rcvgp.runner import write_atomic
+from rcvgp.search.base import METHODS, SearchConfig
+
+__all__ = [
+    "RUNS_NAME",
+    "SUMMARY_JSON_NAME",
+    "RUNS_CSV_NAME",
+    "SUMMARY_CSV_NAME",
+    "RECORD_FIELDS",
+    "SUMMARY_FIELDS",
+    "PAPER_RACING_NMSE",
+    "THREAD_ENV_VARS",
+    "BenchTask",
+    "BenchmarkInterrupted",
+    "make_tasks",
+    "select_benchmarks",
+    "run_task",
+    "run_benchmark",
+    "pending_tasks",
+    "read_records",
+    "summarize",
+    "format_table",
+    "format_record",
+]
+
+#: File names inside the output folder.
+RUNS_NAME = "runs.jsonl"
+SUMMARY_JSON_NAME = "summary.json"
+RUNS_CSV_NAME = "runs.csv"
+SUMMARY_CSV_NAME = "summary.csv"
+
+#: The fields of a run record, in the order of ``runs.csv``.
+RECORD_FIELDS = (
+    "id", "group", "method", "seed", "nmse_test", "exact", "points", "requests", "points_failed",
+    "wall_seconds", "stopped", "timed_out", "expression", "noise", "time_cap", "settings",
+)  # fmt: skip
+
+#: The fields of a summary row, in the order of ``summary.csv``.
+SUMMARY_FIELDS = (
+    "group", "method", "n", "nmse_median", "nmse_q75", "exact_rate", "n_exact", "wall_median",
+    "points_median", "timed_out", "errors", "paper_median", "paper_q75",
+)  # fmt: skip
+
+#: Racing-CVGP's median and 75%-quantile test NMSE per group, as the paper prints them.
+PAPER_RACING_NMSE: dict[str, tuple[str, str]] = {
+    "sincos-3-2-2": ("<1e-6", "<1e-6"),
+    "sincos-4-4-6": ("0.016", "0.021"),
+    "sincos-5-5-5": ("0.043", "0.098"),
+    "sincos-6-6-10": ("0.069", "0.104"),
+    "sincos-8-8-12": ("0.095", "0.286"),
+    "livermore2-n4": ("<1e-6", "2.03e-3"),
+    "livermore2-n5": ("0.004", "0.047"),
+    "livermore2-n6": ("0.001", "0.073"),
+    "feynman-n4": ("0.0154", "0.195"),
+    "feynman-n5": ("0.577", "0.790"),
+}
+
+#: Environment variables that make numerical libraries single-threaded in the workers.
+THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+                   "NUMEXPR_NUM_THREADS")
+
+_TINY = 1e-6  # the paper prints NMSE below this as "<1e-6"
+_STOP = threading.Event()  # asks runs in threads of this process to stop (set on Ctrl-C)
+_GRACE_SECONDS = 60.0  # how long Ctrl-C waits for running runs to hand back their best so far
+
+
+class BenchmarkInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_benchmark`, raised after the finished runs are saved.
+
+    Attributes
+    ----------
+    records : list of dict
+        The records of the tasks that finished (this call's and earlier ones').
+    """
+
+    def __init__(self, records: list[dict[str, Any]]) -> None:
+        super().__init__(f"benchmark interrupted after {len(records)} finished run(s)")
+        self.records = records
+
+
+@dataclass(frozen=True)
+class BenchTask:
+    """One benchmark run: an equation, a method and a seed, with the settings it runs under.
+
+    Validated on construction, so a typo fails before anything runs.
+
+    Parameters
+    ----------
+    bench_id : str
+        A catalog id such as ``sincos-3-2-2/1`` (a unique case-insensitive match is accepted and
+        stored in its catalog spelling).
+    method : {'racing', 'cvgp', 'cvgp-all', 'gp'}
+    seed : int
+        Seeds the search and (as ``rcvgp discover --seed`` does) the oracle's noise.
+    time_cap : float or None
+        Seconds after which the search stops with its best expression so far (``max_seconds``).
+    noise : str
+        ``none`` or ``KIND:SCALE`` (:class:`rcvgp.simulate.Noise`); stored normalised.
+    settings : mapping or tuple of (name, value) pairs
+        Overrides of :class:`~rcvgp.search.SearchConfig` fields (e.g. ``{"population": 20}``);
+        stored as sorted pairs so that the task stays hashable.
+    """
+
+    bench_id: str
+    method: str
+    seed: int = 0
+    time_cap: float | None = 120.0
+    noise: str = "none"
+    settings: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        from rcvgp.benchmarks import get_benchmark
+        from rcvgp.simulate import Noise
+
+        object.__setattr__(self, "bench_id", get_benchmark(self.bench_id).id)
+        _check_method(self.method)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if self.time_cap is not None:
+            if isinstance(self.time_cap, bool) or not isinstance(self.time_cap, (int, float)) or not (
+                    self.time_cap > 0 and math.isfinite(self.time_cap)):
+                raise ConfigError(f"time cap must be a number of seconds > 0, got {self.time_cap!r}")
+            object.__setattr__(self, "time_cap", float(self.time_cap))
+        object.__setattr__(self, "noise", str(Noise.parse(self.noise)))
+        pairs = dict(self.settings.items() if isinstance(self.settings, Mapping) else self.settings)
+        object.__setattr__(self, "settings", tuple(sorted(pairs.items())))
+        self.search_config()  # validates the overrides
+
+    def search_config(self) -> SearchConfig:
+        """The search settings of this run: the paper's defaults, the overrides, the time cap.
+
+        Raises
+        ------
+        ConfigError
+            For an unknown or invalid setting, or ``max_seconds`` given as a setting.
+        """
+        data = dict(self.settings)
+        known = [f.name for f in fields(SearchConfig)]
+        for name in data:
+            if name == "max_seconds":
+                raise ConfigError("search setting `max_seconds`: give the run's time cap as `time_cap` instead")
+            if name not in known:
+                close = difflib.get_close_matches(str(name), known, n=1)
+                hint = f"; did you mean `{close[0]}`?" if close else f" (known: {', '.join(known)})"
+                raise ConfigError(f"search setting `{name}`: unknown setting{hint}")
+        return SearchConfig(**data, max_seconds=self.time_cap)
+
+    @property
+    def key(self) -> str:
+        """What identifies the run in ``runs.jsonl``: a run with the same key is not run again."""
+        return _key(self.bench_id, self.method, self.seed, self.noise, self.time_cap, dict(self.settings))
+
+
+def select_benchmarks(groups: Iterable[str] = (), ids: Iterable[str] = ()) -> list[str]:
+    """Catalog ids of the given groups (``all`` means every group) and ids, in catalog order,
+    without repeats.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown group or id, naming the closest ones.
+    """
+    from rcvgp.benchmarks import benchmarks_in_group, get_benchmark, list_groups
+
+    chosen: list[str] = []
+    for group in groups:
+        names = list_groups() if group == "all" else (group,)
+        for name in names:
+            chosen.extend(b.id for b in benchmarks_in_group(name))
+    chosen.extend(get_benchmark(i).id for i in ids)
+    return list(dict.fromkeys(chosen))
+
+
+def make_tasks(
+    bench_ids: Sequence[str],
+    methods: Sequence[str] = METHODS,
+    seeds: Iterable[int] = (0,),
+    *,
+    time_cap: float | None = 120.0,
+    noise: str = "none",
+    settings: Mapping[str, Any] | None = None,
+) -> list[BenchTask]:
+    """Every (equation, method, seed) combination as a :class:`BenchTask`, equation-major.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown id or method, or an invalid setting.
+    """
+    for method in methods:
+        _check_method(method)
+    seeds = list(seeds)
+    pairs = tuple(sorted((settings or {}).items()))
+    return [
+        BenchTask(bench_id, method, seed, time_cap=time_cap, noise=noise, settings=pairs)
+        for bench_id in bench_ids
+        for method in methods
+        for seed in seeds
+    ]
+
+
+def run_task(task: BenchTask) -> dict[str, Any]:
+    """Perform one benchmark run and return its record.
+
+    Parameters
+    ----------
+    task : BenchTask
+
+    Returns
+    -------
+    dict
+        JSON-ready, with the keys of :data:`RECORD_FIELDS`: ``id``, ``group``, ``method``,
+        ``seed``, ``nmse_test`` (on fresh test points, no variable held; ``None`` when the
+        expression is not finite there, which summaries count as infinite), ``exact``,
+        ``points`` (measured), ``requests``, ``points_failed``, ``wall_seconds`` (of the
+        search), ``stopped`` (``completed``, ``budget``, ``time`` or ``interrupted``),
+        ``timed_out``, ``expression``, ``noise``, ``time_cap`` and ``settings``.
+    """
+    import numpy as np
+
+    from rcvgp.benchmarks import get_benchmark, parse_expression
+    from rcvgp.metrics import is_exact
+    from rcvgp.search import run_search
+    from rcvgp.simulate import SimulatedOracle
+
+    bench = get_benchmark(task.bench_id)
+    # As the runner does: the oracle's noise has its own stream, derived from the same seed.
+    noise_rng = np.random.default_rng([task.seed, 0x5EED])
+    oracle = SimulatedOracle.from_benchmark(bench.id, noise=task.noise, seed=noise_rng)
+    with oracle:
+        result = run_search(task.method, oracle, task.search_config(), task.seed,
+                            progress=lambda _p: _STOP.is_set())
+        truth = oracle.reveal()
+    found = result.best.sympy_expr
+    exact = found is not None and bool(is_exact(found, parse_expression(truth, bench.variable_names)))
+    nmse = float(result.test_metrics["nmse"])
+    return {
+        "id": bench.id,
+        "group": bench.group,
+        "method": task.method,
+        "seed": task.seed,
+        "nmse_test": nmse if math.isfinite(nmse) else None,
+        "exact": exact,
+        "points": int(result.points_measured),
+        "requests": int(result.requests),
+        "points_failed": int(result.points_failed),
+        "wall_seconds": float(result.wall_seconds),
+        "stopped": result.stopped,
+        "timed_out": result.stopped == "time",
+        "expression": result.best.expression,
+        "noise": task.noise,
+        "time_cap": task.time_cap,
+        "settings": dict(task.settings),
+    }
+
+
+def run_benchmark(
+    tasks: Sequence[BenchTask],
+    executor: cf.Executor | None = None,
+    out_dir: str | Path = "bench-results",
+    progress: Callable[[dict[str, Any], int, int], Any] | None = None,
+    *,
+    jobs: int = 1,
+) -> list[dict[str, Any]]:
+    """Run the tasks not yet in ``out_dir/runs.jsonl`` and save every result.
+
+    Parameters
+    ----------
+    tasks : sequence of BenchTask
+    executor : concurrent.futures.Executor, optional
+        Where runs execute; the caller keeps ownership (it is not shut down). By default a
+        process pool of ``jobs`` workers, each single-threaded (:data:`THREAD_ENV_VARS` = 1).
+        A Dask ``distributed.Client(...).get_executor()`` runs them on a cluster.
+    out_dir : str or Path
+        The output folder (created if needed): ``runs.jsonl`` (one line per finished run,
+        flushed as each run ends), then ``summary.json``, ``runs.csv`` and ``summary.csv``.
+    progress : callable, optional
+        Called in this process as ``progress(record, n_done, n_total)`` for each run that
+        finishes here (a record with an ``error`` key is a run that raised).
+    jobs : int
+        Workers of the default process pool.
+
+    Returns
+    -------
+    list of dict
+        The records of ``tasks`` in task order: read back from ``runs.jsonl`` for runs finished
+        earlier, new for the others. Runs that raised are printed through ``progress`` but
+        neither saved nor returned, so that a later call retries them.
+
+    Raises
+    ------
+    BenchmarkInterrupted
+        On Ctrl-C: no further run starts, running ones are asked to stop and discarded, the
+        files are written from the finished runs, then this is raised with their records.
+    """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ConfigError(f"jobs must be an integer >= 1, got {jobs!r}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    runs_path = out / RUNS_NAME
+    tasks = list(dict.fromkeys(tasks))
+    done = {_record_key(r): r for r in read_records(runs_path)}
+    todo = [t for t in tasks if t.key not in done]  # as pending_tasks()
+    n_total, n_done = len(todo), 0
+    _STOP.clear()
+    interrupted = False
+    with _single_threaded_children() if executor is None else nullcontext():
+        pool: cf.Executor
+        own_pool: cf.ProcessPoolExecutor | None = None
+        if executor is None:
+            pool = own_pool = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=_spawn_context(),
+                                                     initializer=_init_worker)
+        else:
+            pool = executor
+        futures: dict[cf.Future[dict[str, Any]], BenchTask] = {}
+        handled: set[cf.Future[dict[str, Any]]] = set()
+        try:
+            with _append_lines(runs_path) as append:
+                try:
+                    for task in todo:
+                        futures[pool.submit(run_task, task)] = task
+                    for future in cf.as_completed(futures):
+                        handled.add(future)
+                        record = _outcome(future, futures[future])
+                        if record is None:
+                            continue
+                        n_done += 1
+                        if "error" not in record:
+                            append(record)
+                            done[_record_key(record)] = record
+                        if progress is not None:
+                            progress(record, n_done, n_total)
+                except KeyboardInterrupt:
+                    interrupted = True
+                    unhandled = {f: t for f, t in futures.items() if f not in handled}
+                    for record in _wind_down(unhandled, own_pool):
+                        append(record)
+                        done[_record_key(record)] = record
+        finally:
+            if own_pool is not None:
+                own_pool.shutdown(wait=not interrupted, cancel_futures=True)
+    records = [done[t.key] for t in tasks if t.key in done]
+    _write_tables(out, records, interrupted=interrupted, n_tasks=len(tasks))
+    if interrupted:
+        raise BenchmarkInterrupted(records)
+    return records
+
+
+def pending_tasks(tasks: Iterable[BenchTask], out_dir: str | Path) -> list[BenchTask]:
+    """The tasks that :func:`run_benchmark` would run: those without a record in
+    ``out_dir/runs.jsonl``."""
+    done = {_record_key(r) for r in read_records(Path(out_dir) / RUNS_NAME)}
+    return [t for t in dict.fromkeys(tasks) if t.key not in done]
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """The run records of a ``runs.jsonl`` file (none if it does not exist; a line cut short by
+    a crash is skipped)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and {"id", "method", "seed"} <= set(record):
+            records.append(record)
+    return records
+
+
+def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per group and method (catalog order, then :data:`METHODS` order).
+
+    Parameters
+    ----------
+    records : iterable of dict
+        Run records (:func:`run_task`); a ``nmse_test`` of ``None`` counts as infinite, and a
+        record with an ``error`` key counts only in ``errors``.
+
+    Returns
+    -------
+    list of dict
+        With the keys of :data:`SUMMARY_FIELDS`: ``n`` runs, ``nmse_median`` and ``nmse_q75``
+        (the 75% quantile, linear interpolation as numpy's default), ``exact_rate`` and
+        ``n_exact``, ``wall_median`` (seconds), ``points_median``, ``timed_out`` and ``errors``
+        (counts), and the paper's Racing-CVGP ``paper_median`` / ``paper_q75`` for the group
+        (``None`` when the paper has none).
+    """
+    from rcvgp.benchmarks import list_groups
+
+    cells: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in records:
+        cells.setdefault((str(r["group"]), str(r["method"])), []).append(r)
+    group_order = {g: i for i, g in enumerate(list_groups())}
+    method_order = {m: i for i, m in enumerate(METHODS)}
+    rows = []
+    for (group, method) in sorted(cells, key=lambda k: (group_order.get(k[0], len(group_order)), k[0],
+                                                        method_order.get(k[1], len(METHODS)), k[1])):
+        ok = [r for r in cells[(group, method)] if "error" not in r]
+        nmse = [math.inf if r.get("nmse_test") is None else float(r["nmse_test"]) for r in ok]
+        n_exact = sum(bool(r.get("exact")) for r in ok)
+        paper = PAPER_RACING_NMSE.get(group, (None, None))
+        rows.append({
+            "group": group,
+            "method": method,
+            "n": len(ok),
+            "nmse_median": _finite_or_none(_quantile(nmse, 0.5)),
+            "nmse_q75": _finite_or_none(_quantile(nmse, 0.75)),
+            "exact_rate": n_exact / len(ok) if ok else None,
+            "n_exact": n_exact,
+            "wall_median": _quantile([float(r["wall_seconds"]) for r in ok], 0.5),
+            "points_median": _quantile([float(r["points"]) for r in ok], 0.5),
+            "timed_out": sum(bool(r.get("timed_out")) for r in ok),
+            "errors": len(cells[(group, method)]) - len(ok),
+            "paper_median": paper[0],
+            "paper_q75": paper[1],
+        })
+    return rows
+
+
+def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The summary rows as an aligned text table (NMSE below 1e-6 printed ``<1e-6``, as the
+    paper does), with the paper's Racing-CVGP median / 75% for the group in the last column."""
+    header = ("GROUP", "METHOD", "RUNS", "NMSE MEDIAN", "NMSE 75%", "EXACT", "WALL MEDIAN", "POINTS MEDIAN",
+              "TIMED OUT", "PAPER RACING-CVGP MEDIAN / 75%")
+    table = [header]
+    for row in rows:
+        n = int(row["n"])
+        rate = row.get("exact_rate")
+        exact = f"{row['n_exact']}/{n} ({rate:.0%})" if rate is not None else "-"
+        paper = f"{row['paper_median']} / {row['paper_q75']}" if row.get("paper_median") else "-"
+        runs = str(n) + (f" (+{row['errors']} failed)" if row.get("errors") else "")
+        table.append((
+            str(row["group"]), str(row["method"]), runs,
+            _nmse_text(row.get("nmse_median"), n), _nmse_text(row.get("nmse_q75"), n), exact,
+            "-" if row.get("wall_median") is None else f"{row['wall_median']:.1f} s",
+            "-" if row.get("points_median") is None else f"{row['points_median']:,.0f}",
+            str(row["timed_out"]), paper,
+        ))
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    right = {2, 3, 4, 6, 7, 8}
+    return "\n".join(
+        "  ".join(cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(line, widths)))
+        .rstrip()
+        for line in table
+    )
+
+
+def format_record(record: Mapping[str, Any], n_done: int | None = None, n_total: int | None = None) -> str:
+    """One line for a finished run: id, method, seed, test NMSE, exact or not, points, wall time."""
+    count = f"[{n_done}/{n_total}] " if n_done is not None and n_total is not None else ""
+    head = f"{count}{record['id']} {record['method']} seed {record['seed']}"
+    if "error" in record:
+        return f"{head}: failed: {record['error']}"
+    nmse = record.get("nmse_test")
+    nmse_text = "inf" if nmse is None else f"{nmse:.3g}"
+    exact = "yes" if record.get("exact") else "no"
+    stopped = " (timed out: best so far)" if record.get("timed_out") else ""
+    return (f"{head}: NMSE {nmse_text}  exact {exact}  points {record['points']:,}  "
+            f"{record['wall_seconds']:.1f} s{stopped}")
+
+
+# -- internals ------------------------------------------------------------------------------------
+
+
+def _check_method(method: str) -> None:
+    if method not in METHODS:
+        close = difflib.get_close_matches(str(method), METHODS, n=1)
+        hint = f"; did you mean `{close[0]}`?" if close else ""
+        raise ConfigError(f"unknown method {method!r}{hint} (one of {', '.join(METHODS)})")
+
+
+def _key(bench_id: str, method: str, seed: int, noise: str, time_cap: float | None,
+         settings: Mapping[str, Any]) -> str:
+    cap = None if time_cap is None else float(time_cap)
+    return json.dumps([bench_id, method, int(seed), str(noise), cap, sorted(settings.items())])
+
+
+def _record_key(record: Mapping[str, Any]) -> str:
+    return _key(record["id"], record["method"], record["seed"], record.get("noise", "none"),
+                record.get("time_cap"), record.get("settings") or {})
+
+
+def _outcome(future: cf.Future[dict[str, Any]], task: BenchTask) -> dict[str, Any] | None:
+    """A finished future's record; an error record if the run raised; None if it was stopped."""
+    if future.cancelled():
+        return None
+    try:
+        record = future.result()
+    except KeyboardInterrupt:
+        return None
+    except Exception as exc:  # noqa: BLE001 - one failed run must not end the benchmark
+        from rcvgp.benchmarks import get_benchmark
+
+        return {"id": task.bench_id, "group": get_benchmark(task.bench_id).group, "method": task.method,
+                "seed": task.seed, "error": f"{type(exc).__name__}: {exc}"}
+    if record.get("stopped") == "interrupted":  # stopped before its end: not a finished run
+        return {"id": record["id"], "group": record["group"], "method": record["method"], "seed": record["seed"],
+                "error": "stopped by an interrupt before it finished; not saved (it runs again next time)"}
+    return record
+
+
+def _wind_down(futures: Mapping[cf.Future[dict[str, Any]], BenchTask],
+               own_pool: cf.ProcessPoolExecutor | None) -> list[dict[str, Any]]:
+    """After Ctrl-C: start nothing more, stop what runs, and keep any run that finished in the
+    meantime. A run stopped early is not a finished run, so our own workers are simply ended
+    (their runs are discarded either way); runs in threads of this process stop at their next
+    generation; an outside executor's running tasks get a grace period."""
+    for future in futures:
+        future.cancel()
+    _STOP.set()
+    if own_pool is not None:
+        for process in list((getattr(own_pool, "_processes", None) or {}).values()):  # ours to end
+            process.terminate()
+    finished = []
+    try:
+        cf.wait(list(futures), timeout=0.0 if own_pool is not None else _GRACE_SECONDS)
+    except KeyboardInterrupt:  # a second Ctrl-C: do not wait any more
+        pass
+    for future, task in futures.items():
+        if future.done():
+            record = _outcome(future, task)
+            if record is not None and "error" not in record:
+                finished.append(record)
+    return finished
+
+
+def _write_tables(out: Path, records: list[dict[str, Any]], *, interrupted: bool, n_tasks: int) -> None:
+    from rcvgp import __version__
+
+    rows = summarize(records)
+    summary = {"rcvgp_version": __version__, "tasks": n_tasks, "finished": len(records),
+               "interrupted": interrupted, "summary": rows, "runs": records}
+    write_atomic(out / SUMMARY_JSON_NAME, json.dumps(summary, indent=1, allow_nan=False) + "\n")
+    write_atomic(out / RUNS_CSV_NAME, _csv(records, RECORD_FIELDS))
+    write_atomic(out / SUMMARY_CSV_NAME, _csv(rows, SUMMARY_FIELDS))
+
+
+def _csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if row.get(c) is None else
+                         json.dumps(row[c], sort_keys=True) if isinstance(row.get(c), (dict, list)) else row[c]
+                         for c in columns])
+    return buffer.getvalue()
+
+
+@contextmanager
+def _append_lines(path: Path) -> Iterator[Callable[[Mapping[str, Any]], None]]:
+    """Append JSON lines to ``path``, each flushed and synced to disk before the next."""
+    with open(path, "a+", encoding="utf-8") as fh:
+        if fh.tell() > 0:  # a line cut short by a crash must not swallow the next one
+            fh.seek(fh.tell() - 1)
+            last = fh.read(1)
+            fh.seek(0, os.SEEK_END)
+            if last != "\n":
+                fh.write("\n")
+
+        def append(record: Mapping[str, Any]) -> None:
+            fh.write(json.dumps(record, allow_nan=False) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+        yield append
+
+
+def _quantile(values: Sequence[float], q: float) -> float | None:
+    """The q-quantile with linear interpolation (numpy's default), exact with infinities."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    fraction = position - low
+    a, b = ordered[low], ordered[high]
+    if fraction == 0 or a == b:
+        return a
+    if math.isinf(b):
+        return b
+    return a + (b - a) * fraction
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _nmse_text(value: float | None, n: int) -> str:
+    if n == 0:
+        return "-"
+    if value is None:
+        return "inf"
+    return "<1e-6" if value < _TINY else f"{value:.3g}"
+
+
+def _spawn_context() -> Any:
+    """Fresh interpreters for the workers: they read the single-thread settings at start, and
+    forking a process that runs threads is unsafe."""
+    import multiprocessing
+
+    return multiprocessing.get_context("spawn")
+
+
+@contextmanager
+def _single_threaded_children() -> Iterator[None]:
+    """Set :data:`THREAD_ENV_VARS` to 1 while worker processes are started (they inherit them),
+    then restore this process's environment."""
+    saved = {name: os.environ.get(name) for name in THREAD_ENV_VARS}
+    os.environ.update({name: "1" for name in THREAD_ENV_VARS})
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _init_worker() -> None:
+    """In each worker of the default pool: single-threaded maths, and Ctrl-C left to the parent
+    (a Ctrl-C in a terminal reaches every process of the group; the parent ends the workers)."""
+    os.environ.update({name: "1" for name in THREAD_ENV_VARS})  # already inherited; for subprocesses
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -1,0 +1,180 @@
+"""``rcvgp bench`` and :mod:`rcvgp.bench`: summaries, resumable runs, the command."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rcvgp.bench import (
+    RECORD_FIELDS,
+    RUNS_NAME,
+    SUMMARY_FIELDS,
+    BenchmarkInterrupted,
+    BenchTask,
+    format_table,
+    make_tasks,
+    pending_tasks,
+    read_records,
+    run_benchmark,
+    select_benchmarks,
+    summarize,
+)
+from rcvgp.cli import ExitCode, main
+from rcvgp.errors import ConfigError
+
+TINY = {"population": 20, "generations": 4, "batch": 64}
+
+
+def record(group: str, method: str, nmse: float | None, exact: bool, wall: float, points: int,
+           stopped: str = "completed") -> dict[str, Any]:
+    return {"id": f"{group}/x", "group": group, "method": method, "seed": 0, "nmse_test": nmse, "exact": exact,
+            "points": points, "wall_seconds": wall, "stopped": stopped, "timed_out": stopped == "time"}
+
+
+def test_summarize_gives_medians_quantiles_and_exact_rate_per_group_and_method() -> None:
+    records = [
+        record("sincos-3-2-2", "racing", 1e-8, True, 10.0, 1000),
+        record("sincos-3-2-2", "racing", 0.2, False, 30.0, 3000, stopped="time"),
+        record("sincos-3-2-2", "racing", 0.1, False, 20.0, 2000),
+        record("sincos-3-2-2", "racing", 0.4, True, 40.0, 4000),
+        record("sincos-3-2-2", "gp", None, False, 5.0, 500),  # not finite on the test points
+        record("sincos-3-2-2", "gp", 0.5, False, 7.0, 700),
+        record("feynman-n4", "racing", 0.3, False, 1.0, 100),
+    ]
+    rows = summarize(records)
+    assert [(r["group"], r["method"]) for r in rows] == [
+        ("sincos-3-2-2", "racing"), ("sincos-3-2-2", "gp"), ("feynman-n4", "racing")]
+    racing, gp, feynman = rows
+    assert set(racing) == set(SUMMARY_FIELDS)
+    assert racing["n"] == 4
+    assert racing["nmse_median"] == pytest.approx(0.15)  # (0.1 + 0.2) / 2
+    assert racing["nmse_q75"] == pytest.approx(0.25)  # 0.2 + 0.25 * (0.4 - 0.2)
+    assert racing["nmse_q75"] == pytest.approx(np.quantile([1e-8, 0.1, 0.2, 0.4], 0.75))
+    assert racing["exact_rate"] == 0.5 and racing["n_exact"] == 2
+    assert racing["wall_median"] == 25.0 and racing["points_median"] == 2500.0
+    assert racing["timed_out"] == 1 and racing["errors"] == 0
+    assert (racing["paper_median"], racing["paper_q75"]) == ("<1e-6", "<1e-6")
+    assert gp["nmse_median"] is None and gp["nmse_q75"] is None  # median of (0.5, inf) is inf
+    assert gp["exact_rate"] == 0.0
+    assert feynman["n"] == 1 and feynman["nmse_median"] == 0.3
+    assert (feynman["paper_median"], feynman["paper_q75"]) == ("0.0154", "0.195")
+
+
+def test_summarize_counts_failed_runs_apart() -> None:
+    failed = {"id": "sincos-3-2-2/1", "group": "sincos-3-2-2", "method": "gp", "seed": 1, "error": "boom"}
+    rows = summarize([record("sincos-3-2-2", "gp", 0.2, False, 1.0, 10), failed])
+    assert rows[0]["n"] == 1 and rows[0]["errors"] == 1 and rows[0]["nmse_median"] == 0.2
+
+
+def test_format_table_prints_tiny_nmse_as_the_paper_and_the_paper_column() -> None:
+    table = format_table(summarize([record("livermore2-n4", "racing", 1e-9, True, 2.0, 1234567)]))
+    header, row = table.splitlines()
+    assert "NMSE MEDIAN" in header and "PAPER RACING-CVGP" in header
+    assert row.split()[:3] == ["livermore2-n4", "racing", "1"]
+    assert "<1e-6" in row and "1/1 (100%)" in row and "1,234,567" in row and "<1e-6 / 2.03e-3" in row
+
+
+def test_tasks_are_checked_before_anything_runs() -> None:
+    assert select_benchmarks(["sincos-3-2-2"])[:2] == ["sincos-3-2-2/1", "sincos-3-2-2/2"]
+    assert len(select_benchmarks(["all"])) == 162
+    with pytest.raises(ConfigError, match="closest: sincos-3-2-2"):
+        select_benchmarks(["sincos-3-2-3"])
+    with pytest.raises(ConfigError, match="did you mean `racing`"):
+        make_tasks(["sincos-3-2-2/1"], ["racng"])
+    with pytest.raises(ConfigError, match="did you mean `population`"):
+        BenchTask("sincos-3-2-2/1", "gp", settings={"populaton": 20})
+    with pytest.raises(ConfigError, match="time_cap"):
+        BenchTask("sincos-3-2-2/1", "gp", settings={"max_seconds": 3})
+    task = BenchTask("SINCOS-3-2-2/1", "gp", 2, time_cap=20, noise="relative:0.01", settings={"batch": 64})
+    assert task.bench_id == "sincos-3-2-2/1" and task.noise == "relative:0.01"
+    assert task.search_config().max_seconds == 20.0 and task.search_config().batch == 64
+
+
+def test_run_benchmark_saves_every_run_and_skips_finished_ones(tmp_path: Path) -> None:
+    tasks = make_tasks(["sincos-3-2-2/1"], ["gp", "racing"], [0], time_cap=20, settings=TINY)
+    seen: list[tuple[str, int, int]] = []
+    with ThreadPoolExecutor(2) as pool:
+        records = run_benchmark(tasks, pool, tmp_path, lambda r, i, n: seen.append((r["method"], i, n)))
+    assert sorted(m for m, _, _ in seen) == ["gp", "racing"]  # in the order they finished
+    assert [(i, n) for _, i, n in seen] == [(1, 2), (2, 2)]
+    assert [(r["id"], r["method"]) for r in records] == [("sincos-3-2-2/1", "gp"), ("sincos-3-2-2/1", "racing")]
+    for r in records:
+        assert set(r) == set(RECORD_FIELDS)
+        assert r["group"] == "sincos-3-2-2" and r["seed"] == 0 and isinstance(r["exact"], bool)
+        assert r["points"] > 0 and r["wall_seconds"] > 0 and r["stopped"] in ("completed", "time")
+        assert r["timed_out"] == (r["stopped"] == "time") and r["settings"] == TINY and r["time_cap"] == 20.0
+        assert r["nmse_test"] is None or math.isfinite(r["nmse_test"])
+    assert len(read_records(tmp_path / RUNS_NAME)) == 2
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["finished"] == 2 and not summary["interrupted"] and len(summary["summary"]) == 2
+    with open(tmp_path / "runs.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [row["method"] for row in rows] == ["gp", "racing"] and list(rows[0]) == list(RECORD_FIELDS)
+    with open(tmp_path / "summary.csv", newline="") as fh:
+        assert len(list(csv.DictReader(fh))) == 2
+
+    # Again, with one more seed: only the new run is performed.
+    more = tasks + make_tasks(["sincos-3-2-2/1"], ["gp"], [1], time_cap=20, settings=TINY)
+    assert pending_tasks(more, tmp_path) == more[2:]
+    seen.clear()
+    with (tmp_path / RUNS_NAME).open("a") as fh:
+        fh.write('{"id": "sincos-3-2-2/1", "meth')  # a line cut short by a crash
+    with ThreadPoolExecutor(2) as pool:
+        again = run_benchmark(more, pool, tmp_path, lambda r, i, n: seen.append((r["method"], i, n)))
+    assert seen == [("gp", 1, 1)]
+    assert again[:2] == records and again[2]["seed"] == 1
+    assert len(read_records(tmp_path / RUNS_NAME)) == 3
+    assert json.loads((tmp_path / "summary.json").read_text())["finished"] == 3
+
+
+def test_ctrl_c_keeps_finished_runs_and_starts_no_more(tmp_path: Path) -> None:
+    tasks = make_tasks(["sincos-3-2-2/1", "sincos-3-2-2/2", "sincos-3-2-2/3"], ["gp"], [0], time_cap=20,
+                       settings=TINY)
+
+    def interrupt(record: dict[str, Any], n_done: int, n_total: int) -> None:
+        raise KeyboardInterrupt
+
+    with ThreadPoolExecutor(1) as pool, pytest.raises(BenchmarkInterrupted) as stop:
+        run_benchmark(tasks, pool, tmp_path, interrupt)
+    assert [r["id"] for r in stop.value.records] == ["sincos-3-2-2/1"]
+    assert len(read_records(tmp_path / RUNS_NAME)) == 1
+    assert json.loads((tmp_path / "summary.json").read_text())["interrupted"] is True
+    assert pending_tasks(tasks, tmp_path) == tasks[1:]
+
+
+def test_bench_command_runs_in_processes_and_prints_the_table(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results"
+    argv = ["bench", "--ids", "sincos-3-2-2/1", "--methods", "gp", "--seeds", "1", "--population", "20",
+            "--generations", "2", "--out", str(out)]
+    assert main(argv) == ExitCode.OK
+    captured = capsys.readouterr()
+    header, row = captured.out.splitlines()
+    assert header.startswith("GROUP") and row.split()[:3] == ["sincos-3-2-2", "gp", "1"]
+    assert "[1/1] sincos-3-2-2/1 gp seed 0: NMSE" in captured.err
+    assert {p.name for p in out.iterdir()} >= {"runs.jsonl", "summary.json", "runs.csv", "summary.csv"}
+
+    assert main([*argv, "--json", "--quiet"]) == ExitCode.OK  # nothing left to run
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["finished"] == 1 and data["summary"][0]["method"] == "gp" and captured.err == ""
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--groups", "sincos-3-2-3"], "unknown group 'sincos-3-2-3'; closest: sincos-3-2-2"),
+    (["--ids", "sincos-3-2-2/1", "--methods", "racng"], "did you mean `racing`"),
+    ([], "give --groups or --ids"),
+])
+def test_bench_command_refuses_unknown_names_with_exit_2(flags: list[str], message: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", *flags, "--out", str(tmp_path / "r")]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
