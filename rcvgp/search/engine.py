@@ -271,6 +271,7 @@ class Run:
                     child = mutate(child, g, rng) or child
                 if child.tokens != parent.expr.tokens:
                     offspring.append(self.individual(child, parent.controlled, parent.schedule, survive))
+                    self.check_time()
             pop = _rank(pop + offspring)[:size]
             self.current = pop
             self.record(pop)
@@ -300,7 +301,12 @@ class Run:
             )
             if stop:
                 raise StopSearch("interrupted")
-        if self.config.max_seconds is not None and elapsed > self.config.max_seconds:
+        self.check_time()
+
+    def check_time(self) -> None:
+        """End the run once the wall-time budget is spent (checked after every fit)."""
+        cap = self.config.max_seconds
+        if cap is not None and time.perf_counter() - self.started > cap:
             raise StopSearch("time")
 
     # --- FreezeEquation and the schedule ---------------------------------------------------
