@@ -59,18 +59,37 @@ def _as_sympy(e: Any) -> sympy.Expr:
     return sympy.sympify(str(e))
 
 
-def is_exact(found: Any, truth: Any, digits: int = 3) -> bool:
-    """SRBench's "symbolic solution": after rounding constants, found - truth or found / truth
-    simplifies to a constant (symbols are matched by name)."""
-    f = round_floats(_unify(_as_sympy(found)), digits)
-    t = round_floats(_unify(_as_sympy(truth)), digits)
+def is_exact(found: Any, truth: Any, digits: int = 3, rel: float = 1e-4) -> bool:
+    """SRBench's "symbolic solution": found - truth or found / truth simplifies to a constant
+    once constants are compared at ``digits`` significant digits (symbols matched by name).
+
+    Rounding alone misjudges a constant on a rounding boundary (0.31849999 vs 0.3185) and keeps
+    fitted leftovers such as ``cos(x1 - 1.3e-6)``; so floats of ``found`` smaller than ``rel``
+    times the truth's smallest constant count as 0, and a difference whose expanded
+    coefficients are all that small counts as none.
+    """
+    f, t = _unify(_as_sympy(found)), _unify(_as_sympy(truth))
+    scale = min((abs(float(c)) for c in t.atoms(sympy.Float) if float(c) != 0), default=1.0)
+    tiny = rel * min(scale, 1.0)
+    f = f.xreplace({c: sympy.Integer(0) for c in f.atoms(sympy.Float) if abs(float(c)) < tiny})
     try:
-        if not sympy.simplify(f - t).free_symbols:
+        if _constant(sympy.simplify(round_floats(f, digits) - round_floats(t, digits))):
             return True
-        ratio = sympy.simplify(f / t) if t != 0 else None
-        return ratio is not None and not ratio.free_symbols and ratio != 0
+        difference = sympy.expand(f - t)
+        if _constant(difference.xreplace(
+            {c: sympy.Integer(0) for c in difference.atoms(sympy.Float) if abs(float(c)) < tiny}
+        )):
+            return True
+        if t == 0:
+            return False
+        ratio = sympy.simplify(round_floats(f, digits) / round_floats(t, digits))
+        return _constant(ratio) and ratio != 0
     except (TypeError, ValueError, RecursionError, ZeroDivisionError):
         return False
+
+
+def _constant(e: sympy.Expr) -> bool:
+    return not sympy.sympify(e).free_symbols
 
 
 def _unify(e: sympy.Expr) -> sympy.Expr:

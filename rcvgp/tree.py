@@ -121,7 +121,9 @@ class Expr:
     def __str__(self) -> str:
         return to_text(self.tokens)
 
-    def to_sympy(self, constants: Sequence[float] | None = None, names: Sequence[str] | None = None) -> sympy.Expr:
+    def to_sympy(
+        self, constants: Sequence[float] | None = None, names: Sequence[str | sympy.Symbol] | None = None
+    ) -> sympy.Expr:
         """The sympy form; constants as Floats if given, else symbols c0, c1, ..."""
         return to_sympy(self.tokens, constants, names)
 
@@ -155,8 +157,12 @@ def _text(tokens: Sequence[str], i: int) -> tuple[str, int]:
 
 
 def to_sympy(
-    tokens: Sequence[str], constants: Sequence[float] | None = None, names: Sequence[str] | None = None
+    tokens: Sequence[str],
+    constants: Sequence[float] | None = None,
+    names: Sequence[str | sympy.Symbol] | None = None,
 ) -> sympy.Expr:
+    """The sympy form of a prefix tree; ``names`` may be plain names (real symbols) or
+    symbols with their own assumptions."""
     symbols: dict[int, sympy.Symbol] = {}
     counter = iter(range(len(tokens)))
     values = None if constants is None else [float(c) for c in constants]
@@ -178,7 +184,8 @@ def to_sympy(
             return sympy.Symbol(f"c{k}"), i + 1
         k = var_index(t)
         if k not in symbols:
-            symbols[k] = sympy.Symbol(names[k] if names is not None else t, real=True)
+            given = names[k] if names is not None else t
+            symbols[k] = given if isinstance(given, sympy.Symbol) else sympy.Symbol(given, real=True)
         return symbols[k], i + 1
 
     expr, _ = build(0)

@@ -356,7 +356,12 @@ class Run:
             nmse = regression_metrics(y_val, pred)["nmse"]
             scored.append((nmse if nmse == nmse else math.inf, len(ind.expr), ind, consts))
         scored.sort(key=lambda s: (s[0], s[1]))
-        names = [v.name for v in self.spec.variables]
+        # A variable that is positive on its whole support is a positive symbol, so that
+        # simplify turns sqrt(x**2) into x rather than Abs(x).
+        names = [
+            sympy.Symbol(v.name, positive=True) if v.only_positive and v.low > 0 else sympy.Symbol(v.name, real=True)
+            for v in self.spec.variables
+        ]
         # sympy's simplify is slow: only the chosen expression gets it.
         candidates = [
             self.candidate(ind, consts, nmse, names, X_val if rank == 0 else None)
@@ -379,13 +384,13 @@ class Run:
         )
 
     def candidate(
-        self, ind: Individual, consts: np.ndarray, nmse: float, names: Sequence[str], X_clean: np.ndarray | None
+        self, ind: Individual, consts: np.ndarray, nmse: float, names: Sequence[sympy.Symbol], X_clean: np.ndarray | None
     ) -> Candidate:
         """The printed forms of a fitted tree; with ``X_clean`` (the chosen one only, since
         sympy is slow) negligible terms are dropped and the rest simplified."""
         raw = ind.expr.to_sympy(consts, names)
         simple = simplify(drop_negligible_terms(raw, names, X_clean)) if X_clean is not None else raw
-        schedule = tuple(tuple(names[i] for i in sorted(c)) for c in ind.schedule)
+        schedule = tuple(tuple(str(names[i]) for i in sorted(c)) for c in ind.schedule)
         if not schedule or schedule[-1]:
             schedule = schedule + ((),)
         shown = round_floats(simple, 6)
@@ -400,7 +405,7 @@ class Run:
 
 
 def drop_negligible_terms(
-    expr: sympy.Expr, names: Sequence[str], X: np.ndarray, rel: float = 1e-6, max_ops: int = 200
+    expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.ndarray, rel: float = 1e-6, max_ops: int = 200
 ) -> sympy.Expr:
     """Remove the terms of the expanded expression that never exceed ``rel`` times the spread
     of the whole on the points X: leftovers such as ``6e-9*x1*x2`` that least squares fits
@@ -411,7 +416,6 @@ def drop_negligible_terms(
         expanded = sympy.expand(expr)
         if not isinstance(expanded, sympy.Add):
             return expr
-        symbols = [sympy.Symbol(n, real=True) for n in names]
         columns = [X[:, i] for i in range(X.shape[1])]
         with np.errstate(all="ignore"):
             values = [np.broadcast_to(sympy.lambdify(symbols, t, "numpy")(*columns), X.shape[:1]) for t in expanded.args]
