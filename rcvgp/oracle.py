@@ -278,7 +278,7 @@ def check_limits(spec: OracleSpec, X: Any) -> np.ndarray:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise OutOfLimitsError(
-                f"{spec.name}: variable {var.name} = {X[i, j]!r} (row {i}) is outside its limits "
+                f"{spec.name}: variable {var.name} = {float(X[i, j])!r} (row {i}) is outside its limits "
                 f"{var.describe_limits()}"
             )
     return X
