@@ -93,5 +93,10 @@ def _constant(e: sympy.Expr) -> bool:
 
 
 def _unify(e: sympy.Expr) -> sympy.Expr:
-    """Plain symbols by name, so x0 (real) in one expression equals x0 in the other."""
-    return e.xreplace({s: sympy.Symbol(s.name) for s in e.free_symbols})
+    """Plain symbols by name, so x0 (real) in one expression equals x0 in the other; numbers
+    such as sqrt(2) or pi as floats, so a fitted 1.41421 can cancel against them."""
+    e = e.xreplace({s: sympy.Symbol(s.name) for s in e.free_symbols})
+    return e.replace(
+        lambda s: s.is_number and not s.is_Rational and not isinstance(s, sympy.Float),
+        lambda s: sympy.Float(s.evalf()),
+    )

@@ -70,6 +70,9 @@ def test_constant_target() -> None:
         ("1.00001*x0*x1 + 0.99999*sin(x2)", "x0*x1 + sin(x2)"),
         ("x0*x1 + sin(x2) + 0.5", "x0*x1 + sin(x2)"),  # SRBench: a constant offset is allowed
         ("3.2*(x0*x1 + sin(x2))", "x0*x1 + sin(x2)"),  # ... and a constant factor
+        # irrational constants of the truth against fitted floats (livermore2/Vars4-2, Feynman)
+        ("1.41421*x0*sqrt(x1)*x3/x2 + 1", "sqrt(2)*x0*sqrt(x1)*x3/x2 + 1"),
+        ("sin(6.28319*x0) + x1", "sin(2*pi*x0) + x1"),
     ],
 )
 def test_is_exact_accepts_equivalent_expressions(found: str, truth: str) -> None:
@@ -83,6 +86,7 @@ def test_is_exact_accepts_equivalent_expressions(found: str, truth: str) -> None
         ("x0*x1 + sin(x2)", "x0*x1 + cos(x2)"),
         ("sin(1.1*x0)", "sin(x0)"),
         ("x0*x1 + 0.5*sin(x2)", "x0*x1 + sin(x2)"),
+        ("1.5*x0*sqrt(x1) + 1", "sqrt(2)*x0*sqrt(x1) + 1"),
     ],
 )
 def test_is_exact_rejects_different_expressions(found: str, truth: str) -> None:
