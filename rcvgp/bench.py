@@ -36,7 +36,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from rcvgp.errors import ConfigError
+from rcvgp.errors import BenchmarkInterrupted, ConfigError
 from rcvgp.runner import write_atomic
 from rcvgp.search.base import METHODS, SearchConfig
 
@@ -101,20 +101,6 @@ THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
 _TINY = 1e-6  # the paper prints NMSE below this as "<1e-6"
 _STOP = threading.Event()  # asks runs in threads of this process to stop (set on Ctrl-C)
 _GRACE_SECONDS = 60.0  # how long Ctrl-C waits for running runs to hand back their best so far
-
-
-class BenchmarkInterrupted(KeyboardInterrupt):
-    """Ctrl-C during :func:`run_benchmark`, raised after the finished runs are saved.
-
-    Attributes
-    ----------
-    records : list of dict
-        The records of the tasks that finished (this call's and earlier ones').
-    """
-
-    def __init__(self, records: list[dict[str, Any]]) -> None:
-        super().__init__(f"benchmark interrupted after {len(records)} finished run(s)")
-        self.records = records
 
 
 @dataclass(frozen=True)

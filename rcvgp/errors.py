@@ -10,7 +10,11 @@
     │   ├── BudgetExhausted            the measurement budget is spent
     │   ├── OracleTimeout(TimeoutError) no reply within the deadline
     │   └── RemoteError                a server replied with an error code
+    │       └── RemoteOutOfLimits(OutOfLimitsError)  ... code OUT_OF_LIMITS
     └── ProtocolError                  a message that breaks the wire protocol
+        └── WireError                  ... with the error code a server answers it with
+
+    BenchmarkInterrupted(KeyboardInterrupt)  Ctrl-C in `rcvgp bench`, after saving what finished
 
 A user mistake is one of these, with a message that names the problem; anything else is a bug.
 """
@@ -28,7 +32,10 @@ __all__ = [
     "BudgetExhausted",
     "OracleTimeout",
     "RemoteError",
+    "RemoteOutOfLimits",
     "ProtocolError",
+    "WireError",
+    "BenchmarkInterrupted",
 ]
 
 
@@ -87,3 +94,31 @@ class RemoteError(OracleError):
 
 class ProtocolError(RcvgpError):
     """A message that breaks the wire protocol (framing, header, version)."""
+
+
+class RemoteOutOfLimits(RemoteError, OutOfLimitsError):
+    """The server refused a set point outside the limits (code OUT_OF_LIMITS); nothing was measured."""
+
+
+class WireError(ProtocolError):
+    """A message that breaks the protocol, with the error code a server must answer it with."""
+
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.details = dict(details or {})
+
+
+class BenchmarkInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`rcvgp.bench.run_benchmark`, raised after the finished runs are saved.
+
+    Attributes
+    ----------
+    records : list of dict
+        The records of the tasks that finished (this call's and earlier ones').
+    """
+
+    def __init__(self, records: list[dict[str, Any]]) -> None:
+        super().__init__(f"benchmark interrupted after {len(records)} finished run(s)")
+        self.records = records

@@ -24,17 +24,13 @@ from typing import Any
 import numpy as np
 import zmq
 
-from rcvgp.errors import ConfigError, OracleError, OracleTimeout, OutOfLimitsError, ProtocolError, RemoteError
+from rcvgp.errors import ConfigError, OracleError, OracleTimeout, ProtocolError, RemoteError, RemoteOutOfLimits
 from rcvgp.oracle import DataOracle, OracleSpec, check_reply
 from rcvgp.transport import codec
 
 __all__ = ["Channel", "ZmqOracle", "RemoteOutOfLimits", "remote_error"]
 
 log = logging.getLogger("rcvgp.transport.client")
-
-
-class RemoteOutOfLimits(RemoteError, OutOfLimitsError):
-    """The server refused a set point outside the limits (code OUT_OF_LIMITS); nothing was measured."""
 
 
 def remote_error(error: Mapping[str, Any]) -> RemoteError:

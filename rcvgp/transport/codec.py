@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from rcvgp.errors import ProtocolError
+from rcvgp.errors import WireError
 
 __all__ = [
     "PROTOCOL",
@@ -67,16 +67,6 @@ ARRAY_DTYPES = ("<f8", ">f8", "<f4", ">f4")
 #: Largest header frame a peer must accept.
 MAX_HEADER_BYTES = 65536
 _MAX_ID = 128
-
-
-class WireError(ProtocolError):
-    """A message that breaks the protocol, with the error code a server must answer it with."""
-
-    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-        self.details = dict(details or {})
 
 
 @dataclass
