@@ -73,6 +73,15 @@ def is_exact(found: Any, truth: Any, digits: int = 3, rel: float = 1e-4) -> bool
     tiny = rel * min(scale, 1.0)
     f = f.xreplace({c: sympy.Integer(0) for c in f.atoms(sympy.Float) if abs(float(c)) < tiny})
     try:
+        # sympy's simplify can take minutes on a big wrong expression: settle most of those by
+        # evaluating first, and only expand (no simplify) big ones.
+        if _numerically_unlike(f, t):
+            return False
+        if sympy.count_ops(f) > _MAX_SIMPLIFY_OPS:
+            difference = sympy.expand(f - t)
+            return _constant(difference.xreplace(
+                {c: sympy.Integer(0) for c in difference.atoms(sympy.Float) if abs(float(c)) < tiny}
+            ))
         if _constant(sympy.simplify(round_floats(f, digits) - round_floats(t, digits))):
             return True
         difference = sympy.expand(f - t)
@@ -86,6 +95,31 @@ def is_exact(found: Any, truth: Any, digits: int = 3, rel: float = 1e-4) -> bool
         return _constant(ratio) and ratio != 0
     except (TypeError, ValueError, RecursionError, ZeroDivisionError):
         return False
+
+
+_MAX_SIMPLIFY_OPS = 80
+
+
+def _numerically_unlike(f: sympy.Expr, t: sympy.Expr, rel: float = 0.05) -> bool:
+    """True when both f - t and f / t vary, over random points in [0.5, 2], by more than ``rel``
+    of the truth's spread: then no constant offset or factor (even after rounding constants to
+    a few digits) makes them equal. False when the points cannot tell."""
+    symbols = sorted(f.free_symbols | t.free_symbols, key=lambda s: s.name)
+    if not symbols:
+        return False
+    X = np.random.default_rng(0).uniform(0.5, 2.0, size=(64, len(symbols)))
+    try:
+        with np.errstate(all="ignore"):
+            fv = np.broadcast_to(np.asarray(sympy.lambdify(symbols, f, "numpy")(*X.T), dtype=float), (64,))
+            tv = np.broadcast_to(np.asarray(sympy.lambdify(symbols, t, "numpy")(*X.T), dtype=float), (64,))
+    except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError):
+        return False
+    ok = np.isfinite(fv) & np.isfinite(tv) & (tv != 0)
+    if ok.sum() < 16 or not np.std(tv[ok]) > 0:
+        return False
+    fv, tv = fv[ok], tv[ok]
+    ratio = fv / tv
+    return bool(np.std(fv - tv) > rel * np.std(tv) and np.std(ratio) > rel * abs(np.mean(ratio)))
 
 
 def _constant(e: sympy.Expr) -> bool:
