@@ -124,6 +124,29 @@ def test_request_budget_ends_the_search_cleanly() -> None:
     assert result.requests <= 2 + 3  # plus the reserved final-fit, validation and test requests
 
 
+def test_short_of_time_compares_the_rounds_left_with_the_cap() -> None:
+    run = Run("racing", oracle3(), TINY.replace(max_seconds=100.0), seed=0)
+    run.started -= 10.0  # one round took 10 s: two more at twice that pace end near 50 s
+    assert not run.short_of_time(1)
+    run.config = run.config.replace(max_seconds=40.0)
+    assert run.short_of_time(1)
+    run.config = run.config.replace(max_seconds=None)
+    assert not run.short_of_time(1)
+
+
+@pytest.mark.parametrize("method", ["racing", "cvgp"])
+def test_a_run_short_of_time_frees_every_held_variable_for_a_last_round(
+    method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Run, "short_of_time", lambda self, rounds_done: True)
+    reports: list[Progress] = []
+    result = run_search(method, oracle3(), TINY.replace(generations=6), seed=0, progress=reports.append)
+    assert result.stopped == "completed"
+    assert len(result.best.schedule) == 2 and len(result.best.schedule[0]) == 2 and result.best.schedule[1] == ()
+    assert [p.round for p in reports] == [1, 1, 3, 3]  # round 2 skipped: 6 generations split over 3 rounds
+    assert np.isfinite(result.nmse_test)
+
+
 def test_too_small_budget_is_a_config_error_naming_max_points() -> None:
     with pytest.raises(ConfigError, match="max_points"):
         run_search("racing", oracle3(), TINY.replace(max_points=TINY_MIN_POINTS - 1), seed=0)

@@ -309,6 +309,15 @@ class Run:
         if cap is not None and time.perf_counter() - self.started > cap:
             raise StopSearch("time")
 
+    def short_of_time(self, rounds_done: int) -> bool:
+        """Whether the rounds left would pass the time cap at twice the pace of the rounds done
+        (later rounds fit bigger trees on more free variables, so they are slower)."""
+        cap = self.config.max_seconds
+        if cap is None:
+            return False
+        elapsed = time.perf_counter() - self.started
+        return elapsed + 2 * elapsed / rounds_done * (self.n_rounds - rounds_done) > cap
+
     # --- FreezeEquation and the schedule ---------------------------------------------------
     def freeze(self, ind: Individual) -> Expr:
         """FreezeEquation: if every trial fits within eps_loss, freeze the structure except the
@@ -350,7 +359,13 @@ class Run:
         fit_data = Trials(X_fit[None], y_fit[None])
         scored = []
         for ind in structures:
-            fit = fit_constants(ind.expr.tokens, fit_data, cfg.optimizer, self.rng, maxiter=10 * cfg.fit_iterations)
+            # Started from the search's own fit (its median over the trials), not from 1.0.
+            start = np.median(ind.fit.constants, axis=0) if ind.fit.constants.size else None
+            if start is not None and not np.isfinite(start).all():
+                start = None
+            fit = fit_constants(
+                ind.expr.tokens, fit_data, cfg.optimizer, self.rng, init=start, maxiter=10 * cfg.fit_iterations
+            )
             consts = fit.constants[0]
             pred = evaluate(ind.expr.tokens, X_val, consts)
             nmse = regression_metrics(y_val, pred)["nmse"]

@@ -8,7 +8,9 @@
   per controlled set and shared by every branch that holds that set.
 - ``gp``: plain GP on one data set with no variable held.
 
-The ``generations`` budget is split evenly over the rounds.
+The ``generations`` budget is split evenly over the rounds. Under a time cap, racing and cvgp
+free every held variable at once when the rounds left would not fit in the time left, so a
+capped run still ends with expressions of every variable.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ def _schedule_rounds(run: Run, pools: list[frozenset[int]], choose: Callable[[Ru
     pool_size = max(-(-cfg.population // len(pools)), 5 * cfg.tournament)
     for controlled in pools:
         pop += run.initial_pool(controlled, pool_size)
-    for r in range(run.n_rounds):
+    r = 0
+    while True:
         run.round = r + 1
         if r > 0:
             run.lab.new_round()
@@ -62,12 +65,15 @@ def _schedule_rounds(run: Run, pools: list[frozenset[int]], choose: Callable[[Ru
         run.current = pop
         if r == run.n_rounds - 1:
             break
+        # Only the last round, with no variable held, yields expressions of every variable; a
+        # run that would hit its time cap before it frees all held variables at once.
+        last = run.short_of_time(r + 1)
         advanced = []
         for ind in pop:
-            freed = choose(run, ind)
-            controlled = ind.controlled - {freed}
+            controlled = frozenset() if last else ind.controlled - {choose(run, ind)}
             advanced.append(Individual(run.freeze(ind), controlled, ind.schedule + (controlled,), ind.fit))
         pop = advanced
+        r = run.n_rounds - 1 if last else r + 1
 
 
 def _random_free(run: Run, ind: Individual) -> int:
