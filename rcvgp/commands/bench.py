@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rcvgp.commands import int_at_least, positive_float
+
 __all__ = ["register"]
 
 _EPILOG = """\
@@ -53,18 +55,18 @@ def register(subparsers: Any) -> None:
                    help="catalog ids, comma-separated, e.g. sincos-3-2-2/1,feynman/I.8.14")
     p.add_argument("--methods", metavar="M,M,...", type=_names, default=["racing", "cvgp", "cvgp-all", "gp"],
                    help="searches, comma-separated, of racing, cvgp, cvgp-all, gp (default: all four)")
-    p.add_argument("--seeds", metavar="N", type=_positive_int, default=1,
+    p.add_argument("--seeds", metavar="N", type=int_at_least(1), default=1,
                    help="runs per equation and method, with seeds 0..N-1 (default: 1)")
-    p.add_argument("--jobs", "-j", metavar="J", type=_positive_int, default=1,
+    p.add_argument("--jobs", "-j", metavar="J", type=int_at_least(1), default=1,
                    help="runs at the same time, each in its own single-threaded process (default: 1)")
-    p.add_argument("--time-cap", metavar="SECONDS", type=_positive_float, default=120.0,
+    p.add_argument("--time-cap", metavar="SECONDS", type=positive_float, default=120.0,
                    help="wall time per run; a run that reaches it reports its best so far (default: 120)")
     p.add_argument("--noise", metavar="KIND:SCALE", default="none",
                    help="measurement noise of the simulated oracles, e.g. relative:0.01 (default: none)")
-    p.add_argument("--population", metavar="N", type=_positive_int, help="population size (default: 100)")
-    p.add_argument("--generations", metavar="N", type=_positive_int,
+    p.add_argument("--population", metavar="N", type=int_at_least(1), help="population size (default: 100)")
+    p.add_argument("--generations", metavar="N", type=int_at_least(1),
                    help="generations in total, split over the rounds (default: 100)")
-    p.add_argument("--batch", metavar="N", type=_positive_int,
+    p.add_argument("--batch", metavar="N", type=int_at_least(1),
                    help="points per control-variable trial (default: 256)")
     p.add_argument("--out", metavar="DIR", default="bench-results",
                    help="output folder; finished runs in it are skipped (default: bench-results/)")
@@ -133,24 +135,3 @@ def _names(text: str) -> list[str]:
     if not names:
         raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
     return names
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
-    return value
-

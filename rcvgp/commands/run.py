@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rcvgp.commands import int_at_least
 from rcvgp.errors import OracleError
 
 __all__ = ["register"]
@@ -68,7 +69,7 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p_run.add_argument("experiment", metavar="EXPERIMENT.yaml", help="the experiment file")
-    p_run.add_argument("--seed", type=_non_negative_int, metavar="N", help="override the file's seed")
+    p_run.add_argument("--seed", type=int_at_least(0), metavar="N", help="override the file's seed")
     p_run.add_argument("--output", metavar="DIR", help="override the file's output folder (relative to here)")
     _add_common(p_run)
     p_run.set_defaults(func=run_command)
@@ -84,7 +85,7 @@ def register(subparsers: Any) -> None:
     p_disc.add_argument("--oracle", required=True, metavar="ID|ENDPOINT",
                         help="a catalog id (see `rcvgp oracles list`), or an endpoint such as tcp://127.0.0.1:5555")
     p_disc.add_argument("--method", default="racing", choices=METHODS, help="the search (default: racing)")
-    p_disc.add_argument("--seed", type=_non_negative_int, default=0, metavar="N", help="random seed (default: 0)")
+    p_disc.add_argument("--seed", type=int_at_least(0), default=0, metavar="N", help="random seed (default: 0)")
     p_disc.add_argument("--budget-points", type=int, metavar="N", help="stop after measuring this many points")
     p_disc.add_argument("--budget-requests", type=int, metavar="N", help="stop after this many measure requests")
     p_disc.add_argument("--budget-seconds", type=float, metavar="S", help="stop after this much wall time")
@@ -173,13 +174,3 @@ def _run(config: Any, args: argparse.Namespace) -> int:
         print(format_summary(report.data))
     sys.stdout.flush()
     return int(ExitCode.INTERRUPTED if report.interrupted else ExitCode.OK)
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
