@@ -97,8 +97,12 @@ def evaluate_with_grad(
     with np.errstate(all="ignore"):
         value, grads = program(X, _const_columns(consts, X))
     shape = _shape(X)
-    out = [np.zeros(shape) if g is None else np.broadcast_to(g, shape) for g in grads]
-    return np.broadcast_to(value, shape), out
+    return _full(value, shape), [np.zeros(shape) if g is None else _full(g, shape) for g in grads]
+
+
+def _full(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    # Most results already have the full shape; broadcast_to costs more than the check.
+    return a if getattr(a, "shape", None) == shape else np.broadcast_to(a, shape)
 
 
 Program = Callable[[np.ndarray, Sequence[np.ndarray]], tuple[np.ndarray, tuple[np.ndarray | None, ...]]]
