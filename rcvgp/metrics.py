@@ -78,13 +78,13 @@ def is_exact(found: Any, truth: Any, digits: int = 3, rel: float = 1e-4) -> bool
         if _numerically_unlike(f, t):
             return False
         if sympy.count_ops(f) > _MAX_SIMPLIFY_OPS:
-            difference = sympy.expand(f - t)
+            difference = _expand(f - t)
             return _constant(difference.xreplace(
                 {c: sympy.Integer(0) for c in difference.atoms(sympy.Float) if abs(float(c)) < tiny}
             ))
         if _constant(sympy.simplify(round_floats(f, digits) - round_floats(t, digits))):
             return True
-        difference = sympy.expand(f - t)
+        difference = _expand(f - t)
         if _constant(difference.xreplace(
             {c: sympy.Integer(0) for c in difference.atoms(sympy.Float) if abs(float(c)) < tiny}
         )):
@@ -120,6 +120,12 @@ def _numerically_unlike(f: sympy.Expr, t: sympy.Expr, rel: float = 0.05) -> bool
     fv, tv = fv[ok], tv[ok]
     ratio = fv / tv
     return bool(np.std(fv - tv) > rel * np.std(tv) and np.std(ratio) > rel * abs(np.mean(ratio)))
+
+
+def _expand(e: sympy.Expr) -> sympy.Expr:
+    """Expanded, logs of products and powers split (``log(x2/x0**a)`` is ``log(x2) - a*log(x0)``,
+    which simplify leaves alone unless it knows the symbols are positive)."""
+    return sympy.expand(sympy.expand_log(e, force=True))
 
 
 def _constant(e: sympy.Expr) -> bool:

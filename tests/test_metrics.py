@@ -73,6 +73,8 @@ def test_constant_target() -> None:
         # irrational constants of the truth against fitted floats (livermore2/Vars4-2, Feynman)
         ("1.41421*x0*sqrt(x1)*x3/x2 + 1", "sqrt(2)*x0*sqrt(x1)*x3/x2 + 1"),
         ("sin(6.28319*x0) + x1", "sin(2*pi*x0) + x1"),
+        # one log of a quotient of powers (livermore2/Vars4-24 as a run printed it)
+        ("x0 + sqrt(x3) + log(x2/x0**(4.81*x0*x1))", "-4.81*x0*x1*log(x0) + x0 + sqrt(x3) + log(x2)"),
     ],
 )
 def test_is_exact_accepts_equivalent_expressions(found: str, truth: str) -> None:
@@ -87,6 +89,7 @@ def test_is_exact_accepts_equivalent_expressions(found: str, truth: str) -> None
         ("sin(1.1*x0)", "sin(x0)"),
         ("x0*x1 + 0.5*sin(x2)", "x0*x1 + sin(x2)"),
         ("1.5*x0*sqrt(x1) + 1", "sqrt(2)*x0*sqrt(x1) + 1"),
+        ("x0 + sqrt(x3) + log(x2/x0**(4.5*x0*x1))", "-4.81*x0*x1*log(x0) + x0 + sqrt(x3) + log(x2)"),
     ],
 )
 def test_is_exact_rejects_different_expressions(found: str, truth: str) -> None:
