@@ -84,6 +84,30 @@ def test_nonlinear_constant_is_found_by_default_optimizer() -> None:
     np.testing.assert_allclose(fit.constants, [[2.0, 1.3], [2.0, 1.3]], rtol=1e-6)
 
 
+def test_levenberg_marquardt_fits_to_rounding_where_bfgs_stalls() -> None:
+    """c/(c + c*x0) + c*x1 has a redundant constant (numerator and denominator scale together):
+    a flat valley along which BFGS stops early; Levenberg-Marquardt takes Gauss-Newton steps."""
+    tokens = ("add", "div", "c", "add", "c", "mul", "c", "x0", "mul", "c", "x1")
+    trials = _trials(lambda X: 1.0 / (X[..., 0] + 2.08) + 0.5 * X[..., 1], K=3, n=2, low=0.5, high=2.0)
+    lm = fit_constants(tokens, trials, optimizer="LM", maxiter=20)
+    bfgs = fit_constants(tokens, trials, optimizer="BFGS", maxiter=20)
+    assert np.all(lm.losses < 1e-25), lm.losses
+    assert np.max(bfgs.losses) > 1e3 * np.max(lm.losses)
+    ratio = lm.constants[:, 0] / lm.constants[:, 1]  # c0 / c1 = 1 / 2.08
+    np.testing.assert_allclose(ratio, 1 / 2.08, rtol=1e-10)
+
+
+def test_levenberg_marquardt_survives_points_where_the_tree_is_undefined() -> None:
+    """log(c*x0) is undefined for the starting c < 0: the trial keeps a finite-or-inf loss, no
+    exception, and a trial that can be fitted still is."""
+    rng = np.random.default_rng(5)
+    X = rng.uniform(0.5, 2.0, size=(2, 64, 1))
+    y = np.log(3.0 * X[..., 0])
+    fit = fit_constants(("log", "mul", "c", "x0"), Trials(X, y), optimizer="LM", init=np.array([[-1.0], [1.0]]))
+    assert fit.losses[1] < 1e-20
+    assert not np.isfinite(fit.losses[0]) or fit.losses[0] >= 0
+
+
 def test_every_optimizer_takes_effect() -> None:
     """Each optimiser name runs a different algorithm: the evaluation counts or constants differ,
     so the setting is never silently replaced by the default."""

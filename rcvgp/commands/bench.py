@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rcvgp.commands import int_at_least, positive_float
+from rcvgp.search.base import OPTIMIZERS, SearchConfig
 
 __all__ = ["register"]
 
@@ -68,6 +69,8 @@ def register(subparsers: Any) -> None:
                    help="generations in total, split over the rounds (default: 100)")
     p.add_argument("--batch", metavar="N", type=int_at_least(1),
                    help="points per control-variable trial (default: 256)")
+    p.add_argument("--optimizer", metavar="NAME", choices=OPTIMIZERS,
+                   help=f"constant optimiser, one of {', '.join(OPTIMIZERS)} (default: {SearchConfig().optimizer})")
     p.add_argument("--out", metavar="DIR", default="bench-results",
                    help="output folder; finished runs in it are skipped (default: bench-results/)")
     p.add_argument("--per-equation", action="store_true",
@@ -90,7 +93,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
     if not args.groups and not args.ids:
         raise ConfigError(f"give --groups or --ids (groups: {', '.join(list_groups())}, or `all`)")
-    settings = {name: getattr(args, name) for name in ("population", "generations", "batch")
+    settings = {name: getattr(args, name) for name in ("population", "generations", "batch", "optimizer")
                 if getattr(args, name) is not None}
     tasks = make_tasks(select_benchmarks(args.groups or (), args.ids or ()), args.methods, range(args.seeds),
                        time_cap=args.time_cap, noise=args.noise, settings=settings)

@@ -40,7 +40,7 @@ experiment file (YAML), every key but `oracle` optional:
   method: racing                   # racing | cvgp | cvgp-all | gp
   operators: [add, sub, mul, div, sin, cos]   # default: the catalog entry's set
   seed: 0
-  search: {population: 100, generations: 100, batch: 256, n_trials: 5, optimizer: BFGS}
+  search: {population: 100, generations: 100, batch: 256, n_trials: 5, optimizer: LM}
   budget: {points: 1000000, requests: 10000, seconds: 3600}
   output: runs/my-law              # relative to the experiment file's folder
 
