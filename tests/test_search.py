@@ -147,6 +147,17 @@ def test_a_run_short_of_time_frees_every_held_variable_for_a_last_round(
     assert np.isfinite(result.nmse_test)
 
 
+def test_a_capped_run_scores_only_the_structures_it_has_time_for() -> None:
+    """Past the cap, the final refit stops after the best structure: a capped run ends soon
+    after its cap, with one scored result, instead of refitting the whole hall of fame."""
+    full = run_search("gp", oracle3(), TINY.replace(generations=2), seed=0)
+    assert len(full.hall_of_fame) > 1
+    capped = run_search("gp", oracle3(), TINY.replace(generations=2, max_seconds=1e-9), seed=0)
+    assert capped.stopped == "time"
+    assert len(capped.hall_of_fame) == 1
+    assert np.isfinite(capped.nmse_test)
+
+
 def test_too_small_budget_is_a_config_error_naming_max_points() -> None:
     with pytest.raises(ConfigError, match="max_points"):
         run_search("racing", oracle3(), TINY.replace(max_points=TINY_MIN_POINTS - 1), seed=0)
@@ -174,6 +185,20 @@ def test_progress_reports_every_generation_until_completed() -> None:
     assert all(p.n_rounds == 3 for p in reports)
     assert [p.points for p in reports] == sorted(p.points for p in reports)
     assert reports[-1].best_nmse <= reports[0].best_nmse
+
+
+def test_last_round_ends_once_its_best_fit_is_exact_and_settled() -> None:
+    """y = 2*x0 + x1 is in the first random pool: GP reports the few generations that confirm
+    it, not all 40, and returns it exactly."""
+    spec = OracleSpec((Variable("x0", 0.1, 10.0), Variable("x1", 0.1, 10.0)))
+    oracle = CallableOracle(lambda X: 2.0 * X[:, 0] + X[:, 1], spec)
+    config = SearchConfig(operators=("add", "mul"), population=20, generations=40, batch=32, n_trials=2)
+    reports: list[Progress] = []
+    result = run_search("gp", oracle, config, seed=0, progress=reports.append)
+    assert result.stopped == "completed"
+    assert 3 <= len(reports) < 40
+    assert result.test_metrics["nmse"] < 1e-20
+    assert is_exact(result.best.sympy_expr, "2*x0 + x1")
 
 
 @pytest.mark.parametrize(

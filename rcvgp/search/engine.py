@@ -29,6 +29,8 @@ from rcvgp.tree import Expr
 __all__ = ["Lab", "Individual", "Run", "StopSearch"]
 
 _SCREEN_ITERATIONS = 3
+#: Generations the last round goes on after its best tree fits exactly without getting smaller.
+_EXACT_PATIENCE = 3
 
 
 class StopSearch(Exception):
@@ -245,13 +247,18 @@ class Run:
         return pool
 
     # --- the generation loop ---------------------------------------------------------------
-    def evolve(self, pop: list[Individual], n_generations: int) -> list[Individual]:
+    def evolve(self, pop: list[Individual], n_generations: int, last: bool = False) -> list[Individual]:
         """(mu + lambda) GP: tournament parents, mating within a controlled set, mutation.
 
-        The population grows back to ``population`` if deduplication shrank it."""
+        The population grows back to ``population`` if deduplication shrank it. In the ``last``
+        round (no variable held) it ends early once the best tree fits exactly and has not got
+        smaller for a few generations: the equation is found. Earlier rounds always run in full,
+        since their populations seed the next round's schedules."""
         cfg, rng = self.config, self.rng
         size = max(len(pop), cfg.population)
+        settled = 0
         for gen in range(n_generations):
+            best_before = _rank_key(pop[0]) if pop else None
             fitness = [max(ind.fitness, EXACT_LOSS) for ind in pop]
             survive = max(fitness) if len(pop) >= size else math.inf
             groups: dict[frozenset[int], list[int]] = {}
@@ -276,6 +283,10 @@ class Run:
             self.current = pop
             self.record(pop)
             self.report(gen + 1, pop)
+            exact = last and pop[0].fitness <= EXACT_LOSS
+            settled = settled + 1 if exact and _rank_key(pop[0]) == best_before else 0
+            if settled >= _EXACT_PATIENCE:
+                break
         return pop
 
     def record(self, pop: Iterable[Individual]) -> None:
@@ -303,10 +314,13 @@ class Run:
                 raise StopSearch("interrupted")
         self.check_time()
 
+    def past_cap(self) -> bool:
+        cap = self.config.max_seconds
+        return cap is not None and time.perf_counter() - self.started > cap
+
     def check_time(self) -> None:
         """End the run once the wall-time budget is spent (checked after every fit)."""
-        cap = self.config.max_seconds
-        if cap is not None and time.perf_counter() - self.started > cap:
+        if self.past_cap():
             raise StopSearch("time")
 
     def short_of_time(self, rounds_done: int) -> bool:
@@ -357,8 +371,10 @@ class Run:
         X_val, y_val = self.lab.fresh_points(cfg.n_validation, reserved=True)
         X_test, y_test = self.lab.fresh_points(cfg.n_test, reserved=True)
         fit_data = Trials(X_fit[None], y_fit[None])
-        scored = []
+        scored: list[tuple[float, int, Individual, np.ndarray]] = []
         for ind in structures:
+            if scored and self.past_cap():
+                break  # best structures first: a capped run scores those it has time for
             # Started from the search's own fit (its median over the trials), not from 1.0.
             start = np.median(ind.fit.constants, axis=0) if ind.fit.constants.size else None
             if start is not None and not np.isfinite(start).all():

@@ -60,20 +60,20 @@ def _schedule_rounds(run: Run, pools: list[frozenset[int]], choose: Callable[[Ru
         if r > 0:
             run.lab.new_round()
             pop = run.refit(pop)
-        pop = run.evolve(pop, gens[r])
-        pop = _rank(pop)[: cfg.population]
+        last = r == run.n_rounds - 1
+        pop = _rank(run.evolve(pop, gens[r], last))[: cfg.population]
         run.current = pop
-        if r == run.n_rounds - 1:
+        if last:
             break
         # Only the last round, with no variable held, yields expressions of every variable; a
         # run that would hit its time cap before it frees all held variables at once.
-        last = run.short_of_time(r + 1)
+        rushed = run.short_of_time(r + 1)
         advanced = []
         for ind in pop:
-            controlled = frozenset() if last else ind.controlled - {choose(run, ind)}
+            controlled = frozenset() if rushed else ind.controlled - {choose(run, ind)}
             advanced.append(Individual(run.freeze(ind), controlled, ind.schedule + (controlled,), ind.fit))
         pop = advanced
-        r = run.n_rounds - 1 if last else r + 1
+        r = run.n_rounds - 1 if rushed else r + 1
 
 
 def _random_free(run: Run, ind: Individual) -> int:
@@ -100,8 +100,9 @@ def cvgp_all(run: Run) -> None:
 
     def branch(pop: list[Individual], depth: int) -> None:
         run.round = depth + 1
-        pop = _rank(run.evolve(run.refit(pop), gens[depth]))[: cfg.population]
-        if depth == run.n_rounds - 1:
+        last = depth == run.n_rounds - 1
+        pop = _rank(run.evolve(run.refit(pop), gens[depth], last))[: cfg.population]
+        if last:
             return
         for freed in sorted(pop[0].controlled):
             controlled = pop[0].controlled - {freed}
@@ -119,7 +120,7 @@ def gp(run: Run) -> None:
     run.n_rounds = 1
     run.round = 1
     pop = run.initial_pool(frozenset(), run.config.population)
-    run.evolve(pop, run.config.generations)
+    run.evolve(pop, run.config.generations, last=True)
 
 
 _METHODS: dict[str, Callable[[Run], None]] = {
