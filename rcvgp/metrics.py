@@ -89,6 +89,8 @@ def is_exact(found: Any, truth: Any, digits: int = 3, rel: float = 1e-4) -> bool
             {c: sympy.Integer(0) for c in difference.atoms(sympy.Float) if abs(float(c)) < tiny}
         )):
             return True
+        if _same_terms(f, t, rel):
+            return True
         if t == 0:
             return False
         ratio = sympy.simplify(round_floats(f, digits) / round_floats(t, digits))
@@ -120,6 +122,24 @@ def _numerically_unlike(f: sympy.Expr, t: sympy.Expr, rel: float = 0.05) -> bool
     fv, tv = fv[ok], tv[ok]
     ratio = fv / tv
     return bool(np.std(fv - tv) > rel * np.std(tv) and np.std(ratio) > rel * abs(np.mean(ratio)))
+
+
+def _same_terms(f: sympy.Expr, t: sympy.Expr, rel: float) -> bool:
+    """Whether the expanded forms have the same terms with coefficients equal to ``rel``, up to
+    a constant offset or a constant factor. Rounding each constant alone cannot judge a truth
+    whose coefficients are products of constants (feynman/bonus.19: ``-1.87e9*(8.08e33*x0/x1**2
+    + ...)/pi`` against a fitted ``-4.81545e42*x0/x1**2 + ...``)."""
+    fd = {k: complex(v) for k, v in _expand(f).as_coefficients_dict().items() if v != 0}
+    td = {k: complex(v) for k, v in _expand(t).as_coefficients_dict().items() if v != 0}
+    terms = td.keys() - {1}
+    if not terms or fd.keys() - {1} != terms:
+        return False
+    if all(abs(fd[k] - td[k]) <= rel * abs(td[k]) for k in terms):
+        return True  # the same up to the constant term
+    if fd.keys() != td.keys():
+        return False
+    ratios = [fd[k] / td[k] for k in td]
+    return ratios[0] != 0 and all(abs(r - ratios[0]) <= rel * abs(ratios[0]) for r in ratios)
 
 
 def _expand(e: sympy.Expr) -> sympy.Expr:

@@ -63,6 +63,10 @@ def test_constant_target() -> None:
 
 # --- exact recovery ------------------------------------------------------------------------------
 
+BONUS_19_TRUTH = "-1872855580.36049*(8.07760871306249e+33*x0/x1**2 + 8.98755178736818e+16*x2**2*(1 - 2*x3))/pi"
+BONUS_19_FOUND = "(-4.81545e+42*x0 + x1**2*x2**2*(1.07158e+26*x3 - 5.35792e+25))/x1**2"
+
+
 @pytest.mark.parametrize(
     ("found", "truth"),
     [
@@ -75,6 +79,9 @@ def test_constant_target() -> None:
         ("sin(6.28319*x0) + x1", "sin(2*pi*x0) + x1"),
         # one log of a quotient of powers (livermore2/Vars4-24 as a run printed it)
         ("x0 + sqrt(x3) + log(x2/x0**(4.81*x0*x1))", "-4.81*x0*x1*log(x0) + x0 + sqrt(x3) + log(x2)"),
+        # coefficients that are products of the truth's constants (feynman/bonus.19)
+        (BONUS_19_FOUND, BONUS_19_TRUTH),
+        ("2*(" + BONUS_19_FOUND + ")", BONUS_19_TRUTH),
     ],
 )
 def test_is_exact_accepts_equivalent_expressions(found: str, truth: str) -> None:
@@ -90,6 +97,8 @@ def test_is_exact_accepts_equivalent_expressions(found: str, truth: str) -> None
         ("x0*x1 + 0.5*sin(x2)", "x0*x1 + sin(x2)"),
         ("1.5*x0*sqrt(x1) + 1", "sqrt(2)*x0*sqrt(x1) + 1"),
         ("x0 + sqrt(x3) + log(x2/x0**(4.5*x0*x1))", "-4.81*x0*x1*log(x0) + x0 + sqrt(x3) + log(x2)"),
+        (BONUS_19_FOUND.replace("5.35792e+25", "5.3e+25"), BONUS_19_TRUTH),
+        (BONUS_19_FOUND.replace("x2**2*(", "x2*("), BONUS_19_TRUTH),
     ],
 )
 def test_is_exact_rejects_different_expressions(found: str, truth: str) -> None:
