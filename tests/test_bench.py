@@ -19,6 +19,7 @@ from rcvgp.bench import (
     BenchmarkInterrupted,
     BenchTask,
     format_table,
+    judge_exact,
     make_tasks,
     pending_tasks,
     read_records,
@@ -36,6 +37,14 @@ def record(group: str, method: str, nmse: float | None, exact: bool, wall: float
            stopped: str = "completed") -> dict[str, Any]:
     return {"id": f"{group}/x", "group": group, "method": method, "seed": 0, "nmse_test": nmse, "exact": exact,
             "points": points, "wall_seconds": wall, "stopped": stopped, "timed_out": stopped == "time"}
+
+
+def test_judge_exact_checks_against_the_catalog_truth() -> None:
+    assert judge_exact("x0 - x1*x2 - x1 - 3*x3", "livermore2/Vars4-1")  # the truth, reordered
+    assert judge_exact("2*x0 - 2*x1*x2 - 2*x1 - 6*x3", "livermore2/Vars4-1")  # SRBench: a constant factor
+    assert not judge_exact("2*x0 - 2*x1*x2 - 2*x1 - 6*x3 + 1", "livermore2/Vars4-1")  # not factor and offset
+    assert not judge_exact("x0 - x1*x2 - 3*x3", "livermore2/Vars4-1")
+    assert not judge_exact(None, "livermore2/Vars4-1")
 
 
 def test_summarize_gives_medians_quantiles_and_exact_rate_per_group_and_method() -> None:

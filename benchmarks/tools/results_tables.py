@@ -12,9 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rcvgp.bench import format_table, read_records, summarize
-from rcvgp.benchmarks import get_benchmark, parse_expression
-from rcvgp.metrics import is_exact
+from rcvgp.bench import format_table, judge_exact, read_records, summarize
 from rcvgp.search.base import METHODS
 
 
@@ -24,8 +22,7 @@ def main() -> None:
     args = parser.parse_args()
     records = [r for r in read_records(args.runs) if "error" not in r]
     for r in records:
-        b = get_benchmark(r["id"])
-        r["exact"] = bool(is_exact(r["expression"], parse_expression(b.expression, b.variable_names)))
+        r["exact"] = judge_exact(r["expression"], r["id"])
     print("```")
     print(format_table(summarize(records)))
     print("```\n")
