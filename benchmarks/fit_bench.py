@@ -56,7 +56,8 @@ def main() -> None:
         "Levenberg-Marquardt (LM, default)": dict(lm=True),
     }
     print("loss: sum over the 5 trials of the NMSE, per tree (the last one fits exactly)")
-    print(f"{'variant':40s} {'ms/fit':>7s} {'evals':>6s}  " + " ".join(f"{f'loss {i + 1}':>9s}" for i in range(len(CASES))))
+    losses_header = " ".join(f"{f'loss {i + 1}':>9s}" for i in range(len(CASES)))
+    print(f"{'variant':40s} {'ms/fit':>7s} {'evals':>6s}  {losses_header}")
     for name, v in variants.items():
         times, evals, losses = [], [], []
         for text, fn in CASES:

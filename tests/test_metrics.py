@@ -82,6 +82,10 @@ BONUS_19_FOUND = "(-4.81545e+42*x0 + x1**2*x2**2*(1.07158e+26*x3 - 5.35792e+25))
         # coefficients that are products of the truth's constants (feynman/bonus.19)
         (BONUS_19_FOUND, BONUS_19_TRUTH),
         ("2*(" + BONUS_19_FOUND + ")", BONUS_19_TRUTH),
+        # a phase fitted to pi/2 (sincos-3-2-2/4 and /10)
+        ("-0.3162*x0*x2 - 0.802*x1 - 0.3979*sin(x0 - 1.5708) + 0.0068",
+         "-0.3162*x0*x2 - 0.802*x1 + 0.3979*cos(x0) + 0.0068"),
+        ("-0.4991*sin(x1)*sin(x2 + 1.5708) + 0.1834*sin(x1)", "-0.4991*sin(x1)*cos(x2) + 0.1834*sin(x1)"),
     ],
 )
 def test_is_exact_accepts_equivalent_expressions(found: str, truth: str) -> None:
@@ -99,6 +103,8 @@ def test_is_exact_accepts_equivalent_expressions(found: str, truth: str) -> None
         ("x0 + sqrt(x3) + log(x2/x0**(4.5*x0*x1))", "-4.81*x0*x1*log(x0) + x0 + sqrt(x3) + log(x2)"),
         (BONUS_19_FOUND.replace("5.35792e+25", "5.3e+25"), BONUS_19_TRUTH),
         (BONUS_19_FOUND.replace("x2**2*(", "x2*("), BONUS_19_TRUTH),
+        ("-0.3162*x0*x2 - 0.802*x1 - 0.3979*sin(x0 - 1.5)", "-0.3162*x0*x2 - 0.802*x1 + 0.3979*cos(x0)"),
+        ("-0.3162*x0*x2 - 0.802*x1 + 0.3979*cos(x0) + 0.001*sin(x0)", "-0.3162*x0*x2 - 0.802*x1 + 0.3979*cos(x0)"),
     ],
 )
 def test_is_exact_rejects_different_expressions(found: str, truth: str) -> None:
