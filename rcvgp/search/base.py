@@ -21,7 +21,7 @@ OPTIMIZERS = ("LM", "BFGS", "CG", "Nelder-Mead", "L-BFGS-B", "basinhopping", "sh
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """Settings of a search; the defaults are the paper's.
+    """Settings of a search; the defaults are the paper's, except the optimiser (LM, not BFGS).
 
     ``operators`` empty means "the oracle's hint, else the default set". Budgets of ``None``
     are unlimited; a spent budget ends the search cleanly with the best expression so far.
