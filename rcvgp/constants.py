@@ -228,12 +228,15 @@ class _Projected:
         K = trials.n_trials
         self.consts = np.zeros((K, len(lin) + len(nonlin)))
         self.n_evals = 0
+        self.weights = 1.0 / (np.maximum(trials.n_valid, 1) * trials.scale)  # (K,): losses are NMSEs
         self.last: tuple[np.ndarray, np.ndarray | None, np.ndarray] | None = None
 
-    def value_grad(self, theta_flat: np.ndarray) -> tuple[float, np.ndarray]:
-        trials, K = self.trials, self.trials.n_trials
+    def _residuals(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """At ``theta`` (K, P), the linear constants solved: residuals (K, m) and Jacobian
+        w.r.t. the nonlinear constants (K, m, P), both masked, and the linear regressors G."""
+        trials = self.trials
         consts = self.consts
-        consts[:, self.nonlin] = theta_flat.reshape(K, len(self.nonlin))
+        consts[:, self.nonlin] = theta
         G = None
         if self.lin:
             consts[:, self.lin], G = _linear_part(self.tokens, trials, consts, self.lin)
@@ -242,9 +245,15 @@ class _Projected:
         self.n_evals += 1
         with np.errstate(all="ignore"):
             r = np.where(trials.mask, pred - trials.y0, 0.0)
-            w = 1.0 / (np.maximum(trials.n_valid, 1) * trials.scale)  # (K,)
+            J = np.where(trials.mask[..., None], np.stack(grads, axis=-1), 0.0)
+        return r, J, G
+
+    def value_grad(self, theta_flat: np.ndarray) -> tuple[float, np.ndarray]:
+        trials, K = self.trials, self.trials.n_trials
+        r, J, G = self._residuals(theta_flat.reshape(K, len(self.nonlin)))
+        w = self.weights
+        with np.errstate(all="ignore"):
             loss = float(((r * r).sum(axis=1) * w).sum())
-            J = np.where(trials.mask[..., None], np.stack(grads, axis=-1), 0.0)  # (K, m, P)
             g = 2.0 * np.einsum("km,kmp->kp", r, J) * w[:, None]
         if not np.isfinite(loss) or not np.isfinite(g).all():
             return _PENALTY, np.zeros_like(theta_flat)
@@ -302,22 +311,14 @@ class _Projected:
         """Per-trial loss (K,) at ``theta`` (K, P), with the weighted residuals (K, m) and the
         weighted projected Jacobian (K, m, P). A trial that is not finite there has loss inf
         and zeros in the arrays; if no trial is finite, the arrays are None."""
-        trials, K = self.trials, self.trials.n_trials
-        consts = self.consts
-        consts[:, self.nonlin] = theta
-        G = None
-        if self.lin:
-            consts[:, self.lin], G = _linear_part(self.tokens, trials, consts, self.lin)
-            self.n_evals += 1
-        pred, grads = evaluate_with_grad(self.tokens, trials.X, consts, self.nonlin)
-        self.n_evals += 1
+        K = self.trials.n_trials
+        r, J, G = self._residuals(theta)
+        w = self.weights
         with np.errstate(all="ignore"):
-            w = 1.0 / (np.maximum(trials.n_valid, 1) * trials.scale)
             root = np.sqrt(w)[:, None]
-            r = np.where(trials.mask, pred - trials.y0, 0.0) * root
-            J = np.where(trials.mask[..., None], np.stack(grads, axis=-1), 0.0)
+            r = r * root
             losses = (r * r).sum(axis=1)
-            ok = np.isfinite(losses) & np.isfinite(J).all(axis=(1, 2)) & np.isfinite(consts).all(axis=1)
+            ok = np.isfinite(losses) & np.isfinite(J).all(axis=(1, 2)) & np.isfinite(self.consts).all(axis=1)
         if not ok.any():
             return np.full(K, np.inf), None, None
         self.last = (J, G, w)
