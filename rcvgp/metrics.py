@@ -161,8 +161,12 @@ def _constant(e: sympy.Expr) -> bool:
 
 def _unify(e: sympy.Expr) -> sympy.Expr:
     """Plain symbols by name, so x0 (real) in one expression equals x0 in the other; numbers
-    such as sqrt(2) or pi as floats, so a fitted 1.41421 can cancel against them."""
+    such as sqrt(2) or pi as floats, so a fitted 1.41421 can cancel against them; whole-number
+    floats as integers."""
     e = e.xreplace({s: sympy.Symbol(s.name) for s in e.free_symbols})
+    # A whole-number float is that integer, so cos(1.0*x2 + 1.5708) expands over sin(x2)
+    # like the truth's terms (a found expression of sincos-3-2-2/5 carried that 1.0).
+    e = e.xreplace({f: sympy.Integer(int(f)) for f in e.atoms(sympy.Float) if float(f).is_integer() and abs(f) < 1e15})
     return e.replace(
         lambda s: s.is_number and not s.is_Rational and not isinstance(s, sympy.Float),
         lambda s: sympy.Float(s.evalf()),

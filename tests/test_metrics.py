@@ -86,6 +86,9 @@ BONUS_19_FOUND = "(-4.81545e+42*x0 + x1**2*x2**2*(1.07158e+26*x3 - 5.35792e+25))
         ("-0.3162*x0*x2 - 0.802*x1 - 0.3979*sin(x0 - 1.5708) + 0.0068",
          "-0.3162*x0*x2 - 0.802*x1 + 0.3979*cos(x0) + 0.0068"),
         ("-0.4991*sin(x1)*sin(x2 + 1.5708) + 0.1834*sin(x1)", "-0.4991*sin(x1)*cos(x2) + 0.1834*sin(x1)"),
+        # ... with a whole-number float inside (sincos-3-2-2/5 as a run returned it)
+        ("0.7774*x0 - 0.5646*x1*sin(x0) - 0.8781*x2 - 0.7823*cos(x1)*cos(1.0*x2 + 1.5707963267948963) + 0.4612",
+         "0.7774*x0 - 0.5646*x1*sin(x0) - 0.8781*x2 + 0.7823*sin(x2)*cos(x1) + 0.4612"),
     ],
 )
 def test_is_exact_accepts_equivalent_expressions(found: str, truth: str) -> None:

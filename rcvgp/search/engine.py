@@ -8,9 +8,12 @@ and the stop rules. The methods in :mod:`rcvgp.search.racing` drive it.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +27,7 @@ from rcvgp.metrics import regression_metrics, round_floats
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, check_reply, design_points, design_trials
 from rcvgp.search.base import Candidate, Progress, ProgressCallback, SearchConfig, SearchResult
-from rcvgp.tree import Expr
+from rcvgp.tree import CONST_TOKEN, Expr
 
 __all__ = ["Lab", "Individual", "Run", "StopSearch"]
 
@@ -189,12 +192,14 @@ class Run:
         free = tuple(i for i in range(self.n_vars) if i not in controlled)
         return Grammar(self.operators, free, self.config.max_size, self.config.max_depth)
 
-    def fit(self, expr: Expr, trials: Trials, threshold: float = math.inf) -> FitResult:
+    def fit(
+        self, expr: Expr, trials: Trials, threshold: float = math.inf, init: np.ndarray | None = None
+    ) -> FitResult:
         """Fit constants, cached per (tree, data set): identical trees are fitted once.
 
-        Trees with nonlinear constants are screened first with a few optimiser iterations;
-        only those that then beat ``threshold`` (the fitness needed to survive) get the full
-        fit. Most offspring are rejected by the screen, which is where the time goes.
+        Trees with nonlinear constants are screened first with a few optimiser iterations from
+        ``init`` (K, n_consts) if given; only those that then beat ``threshold`` (the fitness
+        needed to survive) get the full fit. Most offspring are rejected by the screen.
         """
         key = (expr.tokens, id(trials))
         found = self._cache.get(key)
@@ -202,7 +207,7 @@ class Run:
             cfg = self.config
             self._cache_data[id(trials)] = trials
             screen = min(cfg.fit_iterations, _SCREEN_ITERATIONS)
-            found = fit_constants(expr.tokens, trials, cfg.optimizer, self.rng, maxiter=screen)
+            found = fit_constants(expr.tokens, trials, cfg.optimizer, self.rng, init=init, maxiter=screen)
             nonlinear = len(linear_constants(expr.tokens)) < expr.n_consts
             if nonlinear and cfg.fit_iterations > screen and found.fitness <= threshold:
                 found = fit_constants(
@@ -217,12 +222,17 @@ class Run:
         controlled: frozenset[int],
         schedule: tuple[frozenset[int], ...],
         threshold: float = math.inf,
+        init: np.ndarray | None = None,
     ) -> Individual:
-        return Individual(expr, controlled, schedule, self.fit(expr, self.lab.trials(controlled), threshold))
+        return Individual(expr, controlled, schedule, self.fit(expr, self.lab.trials(controlled), threshold, init))
 
     def refit(self, pop: Sequence[Individual]) -> list[Individual]:
-        """Every individual fitted anew on this round's trials of its controlled set."""
-        out = [self.individual(ind.expr, ind.controlled, ind.schedule) for ind in pop]
+        """Every individual fitted anew on this round's trials of its controlled set, started
+        from its last fit (the median over the old trials: new trials hold other values)."""
+        out = [
+            self.individual(ind.expr, ind.controlled, ind.schedule, init=_median_start(ind.fit.constants))
+            for ind in pop
+        ]
         self.current = out
         return out
 
@@ -277,7 +287,8 @@ class Run:
                 if rng.random() < cfg.p_mutate:
                     child = mutate(child, g, rng) or child
                 if child.tokens != parent.expr.tokens:
-                    offspring.append(self.individual(child, parent.controlled, parent.schedule, survive))
+                    init = inherited_constants(parent.expr, parent.fit.constants, child)
+                    offspring.append(self.individual(child, parent.controlled, parent.schedule, survive, init))
                     self.check_time()
             pop = _rank(pop + offspring)[:size]
             self.current = pop
@@ -375,10 +386,8 @@ class Run:
         for ind in structures:
             if scored and self.past_cap():
                 break  # best structures first: a capped run scores those it has time for
-            # Started from the search's own fit (its median over the trials), not from 1.0.
-            start = np.median(ind.fit.constants, axis=0) if ind.fit.constants.size else None
-            if start is not None and not np.isfinite(start).all():
-                start = None
+            # Started from the search's own fit, not from 1.0.
+            start = _median_start(ind.fit.constants)
             fit = fit_constants(
                 ind.expr.tokens, fit_data, cfg.optimizer, self.rng, init=start, maxiter=10 * cfg.fit_iterations
             )
@@ -459,6 +468,37 @@ def drop_negligible_terms(
     return sympy.Add(*keep)
 
 
+def inherited_constants(parent: Expr, constants: np.ndarray, child: Expr) -> np.ndarray:
+    """Starting values (K, n_child) for a child's constants: those in the tokens it shares with
+    its parent at either end (all but the edited subtree, for a mutation or crossover) keep the
+    parent's fitted values, the others start at 1. A child started where its parent ended
+    needs a few iterations, not twenty, and a short screen no longer rejects it for being
+    fitted from scratch."""
+    a, b = parent.tokens, child.tokens
+    shortest = min(len(a), len(b))
+    head = 0
+    while head < shortest and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < shortest - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    start = np.ones((len(constants), child.n_consts))
+    n_head = sum(t == CONST_TOKEN for t in b[:head])
+    n_tail = sum(t == CONST_TOKEN for t in b[len(b) - tail :])
+    start[:, :n_head] = constants[:, :n_head]
+    if n_tail:
+        start[:, child.n_consts - n_tail :] = constants[:, parent.n_consts - n_tail :]
+    return np.where(np.isfinite(start), start, 1.0)
+
+
+def _median_start(constants: np.ndarray) -> np.ndarray | None:
+    """One starting vector from a fit on K trials (None if there is nothing finite to start from)."""
+    if not constants.size:
+        return None
+    start = np.median(constants, axis=0)
+    return start if np.isfinite(start).all() else None
+
+
 def summary_constants(constants: np.ndarray, eps: float) -> np.ndarray:
     """Which constants are summary constants: their fitted values over the K trials spread by
     more than ``eps`` relative to their mean (std / |mean|); the others are standalone."""
@@ -470,12 +510,46 @@ def summary_constants(constants: np.ndarray, eps: float) -> np.ndarray:
     return ~(spread <= eps * np.maximum(scale, 1e-300))
 
 
-def simplify(expr: sympy.Expr, max_ops: int = 60) -> sympy.Expr:
-    """sympy's simplify for small expressions; a cheap expansion for big ones (simplify can take
-    minutes on a large tree)."""
+#: Wall seconds sympy's simplify may take on the chosen expression before it is shown as found.
+SIMPLIFY_SECONDS = 5.0
+
+
+class _TimeUp(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise :class:`_TimeUp` inside the block after ``seconds`` of wall time, where a timer
+    signal can be used (POSIX, main thread, no timer of the caller's running); else no limit."""
+    usable = (
+        hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+        and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+    )
+    if not usable:
+        yield
+        return
+
+    def alarm(signum: int, frame: object) -> None:
+        raise _TimeUp
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def simplify(expr: sympy.Expr, max_ops: int = 60, seconds: float = SIMPLIFY_SECONDS) -> sympy.Expr:
+    """sympy's simplify for small expressions, given up after ``seconds`` (24 operations of
+    trigonometry took it 17 s, doing nothing); a cheap expansion for big ones."""
     try:
         if sympy.count_ops(expr) <= max_ops:
-            return sympy.simplify(expr)
+            with _time_limit(seconds):
+                return sympy.simplify(expr)
         return sympy.expand(expr)
-    except (TypeError, ValueError, RecursionError):
+    except (TypeError, ValueError, RecursionError, _TimeUp):
         return expr
