@@ -128,9 +128,9 @@ class _LeastSquares:
     """
 
     def __init__(self, G: np.ndarray, mask: np.ndarray) -> None:
-        if not mask.all():
+        self.mask = None if mask.all() else mask  # checked once: solve runs every LM iteration
+        if self.mask is not None:
             G = np.where(mask[..., None], G, 0.0)
-        self.mask = mask
         norms = np.sqrt((G * G).sum(axis=1))
         norms[~(np.isfinite(norms) & (norms > 0))] = 1.0
         self.norms = norms
@@ -142,7 +142,7 @@ class _LeastSquares:
 
     def solve(self, target: np.ndarray) -> np.ndarray:
         """Coefficients (K, p) that fit target (K, m) best."""
-        if not self.mask.all():
+        if self.mask is not None:
             target = np.where(self.mask, target, 0.0)
         t = target[..., None]
         coef = self.inverse @ (self.GT @ t)
