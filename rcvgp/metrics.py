@@ -71,7 +71,9 @@ def is_exact(found: Any, truth: Any, digits: int = 3, rel: float = 1e-4) -> bool
     f, t = _unify(_as_sympy(found)), _unify(_as_sympy(truth))
     scale = min((abs(float(c)) for c in t.atoms(sympy.Float) if float(c) != 0), default=1.0)
     tiny = rel * min(scale, 1.0)
-    f = f.xreplace({c: sympy.Integer(0) for c in f.atoms(sympy.Float) if abs(float(c)) < tiny})
+    zeroed = f.xreplace({c: sympy.Integer(0) for c in f.atoms(sympy.Float) if abs(float(c)) < tiny})
+    # Tiny floats can also be a ratio of two tiny numbers that matters: 0/0 says so.
+    f = f if _undefined(zeroed) else zeroed
     try:
         # sympy's simplify can take minutes on a big wrong expression: settle most of those by
         # evaluating first, and only expand (no simplify) big ones.
@@ -156,7 +158,13 @@ def _expand(e: sympy.Expr) -> sympy.Expr:
 
 
 def _constant(e: sympy.Expr) -> bool:
-    return not sympy.sympify(e).free_symbols
+    e = sympy.sympify(e)
+    return not e.free_symbols and not _undefined(e)
+
+
+def _undefined(e: sympy.Expr) -> bool:
+    """Whether a nan or an infinity appears: the expression is no function to compare."""
+    return bool(e.has(sympy.nan, sympy.zoo, sympy.oo, -sympy.oo))
 
 
 def _unify(e: sympy.Expr) -> sympy.Expr:
