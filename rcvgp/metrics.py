@@ -91,7 +91,7 @@ def is_exact(found: Any, truth: Any, digits: int = 3, rel: float = 1e-4) -> bool
             {c: sympy.Integer(0) for c in difference.atoms(sympy.Float) if abs(float(c)) < tiny}
         )):
             return True
-        if _same_terms(f, t, rel):
+        if _same_terms(f, t, rel) or _same_cross_products(f, t, rel):
             return True
         if t == 0:
             return False
@@ -149,6 +149,25 @@ def _same_terms(f: sympy.Expr, t: sympy.Expr, rel: float) -> bool:
         return False
     ratios = [fd[k] / td[k] for k in td]
     return ratios[0] != 0 and all(abs(r - ratios[0]) <= rel * abs(ratios[0]) for r in ratios)
+
+
+def _same_cross_products(f: sympy.Expr, t: sympy.Expr, rel: float) -> bool:
+    """Whether f = Nf/Df equals t = Nt/Dt as Nf*Dt = Nt*Df, term by term to ``rel``: a fraction
+    can match the truth only once put over one denominator (livermore2/Vars4-20's
+    ``(-0.480769*x2*(x3 + 1) + D*(x0 + x1 + 6.69))/D`` is ``x0 + x1 + 6.21 + 1/D``)."""
+    nf, df = sympy.fraction(sympy.together(f))
+    nt, dt = sympy.fraction(sympy.together(t))
+    if df == 1 and dt == 1:
+        return False  # no fraction: the expanded comparisons have judged it
+    a = {k: complex(v) for k, v in _expand(nf * dt).as_coefficients_dict().items() if v != 0}
+    b = {k: complex(v) for k, v in _expand(nt * df).as_coefficients_dict().items() if v != 0}
+    if not b:
+        return False
+    # as in _same_terms: a term on one side only must be far below every term of the truth's side
+    leftover = rel * min(abs(v) for v in b.values())
+    if any(abs(a.get(k, 0) - b.get(k, 0)) > rel * abs(b[k]) for k in b):
+        return False
+    return all(abs(v) <= leftover for k, v in a.items() if k not in b)
 
 
 def _expand(e: sympy.Expr) -> sympy.Expr:

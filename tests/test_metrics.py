@@ -89,6 +89,9 @@ BONUS_19_FOUND = "(-4.81545e+42*x0 + x1**2*x2**2*(1.07158e+26*x3 - 5.35792e+25))
         # ... with a whole-number float inside (sincos-3-2-2/5 as a run returned it)
         ("0.7774*x0 - 0.5646*x1*sin(x0) - 0.8781*x2 - 0.7823*cos(x1)*cos(1.0*x2 + 1.5707963267948963) + 0.4612",
          "0.7774*x0 - 0.5646*x1*sin(x0) - 0.8781*x2 + 0.7823*sin(x2)*cos(x1) + 0.4612"),
+        # the same once over one denominator (livermore2/Vars4-20 as a racing run returned it)
+        ("(-0.480769*x2*x3 - 0.480769*x2 + (x2*(x3 + 1) + 2.08)*(x0 + x1 + 6.69077))/(x2*(x3 + 1) + 2.08)",
+         "x0 + x1 + 6.21 + 1/(x2*x3 + x2 + 2.08)"),
     ],
 )
 def test_is_exact_accepts_equivalent_expressions(found: str, truth: str) -> None:
@@ -110,6 +113,8 @@ def test_is_exact_accepts_equivalent_expressions(found: str, truth: str) -> None
         ("-0.3162*x0*x2 - 0.802*x1 + 0.3979*cos(x0) + 0.001*sin(x0)", "-0.3162*x0*x2 - 0.802*x1 + 0.3979*cos(x0)"),
         # a racing run of livermore2/Vars4-11 (test NMSE 0.028): every float of the fraction is
         # tiny, and zeroing them made 0/0, a nan that counted as a constant difference
+        ("(-0.480769*x2*x3 - 0.5*x2 + (x2*(x3 + 1) + 2.08)*(x0 + x1 + 6.69077))/(x2*(x3 + 1) + 2.08)",
+         "x0 + x1 + 6.21 + 1/(x2*x3 + x2 + 2.08)"),
         ("2.08553*x0 + x1*(-4.87229e-29*x0 - 6.56889e-30)/(8.48214e-39*x2*sin(2711.39*x3) - 4.79432e-29)",
          "2*x0 + x1*(x0 + sin(x1*x2)) + sin(2/x3)"),
     ],
