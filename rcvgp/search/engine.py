@@ -9,6 +9,7 @@ and the stop rules. The methods in :mod:`rcvgp.search.racing` drive it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import signal
 import threading
@@ -34,6 +35,9 @@ __all__ = ["Lab", "Individual", "Run", "StopSearch"]
 _SCREEN_ITERATIONS = 3
 #: Generations the last round goes on after its best tree fits exactly without getting smaller.
 _EXACT_PATIENCE = 3
+#: FreezeEquation's factoring: the trials' curves must be offsets and scales of one curve to
+#: within this fraction of their variance (exact fits are ~1e-30; a missing term is ~1e-3).
+_AFFINE_TOL = 1e-10
 
 
 class StopSearch(Exception):
@@ -128,6 +132,9 @@ class Individual:
     controlled: frozenset[int]
     schedule: tuple[frozenset[int], ...]
     fit: FitResult
+    #: The variables that were free when the structure was last frozen: it accounts for them,
+    #: so edits (which grow only from summary constants) bring in only the variables freed since.
+    settled: frozenset[int] = frozenset()
 
     @property
     def fitness(self) -> float:
@@ -188,8 +195,9 @@ class Run:
         self.best_seen = math.inf
 
     # --- fitting -------------------------------------------------------------------------
-    def grammar(self, controlled: frozenset[int]) -> Grammar:
-        free = tuple(i for i in range(self.n_vars) if i not in controlled)
+    def grammar(self, controlled: frozenset[int], settled: frozenset[int] = frozenset()) -> Grammar:
+        """New nodes may use the free variables, but not the ones a frozen structure has settled."""
+        free = tuple(i for i in range(self.n_vars) if i not in controlled and i not in settled)
         return Grammar(self.operators, free, self.config.max_size, self.config.max_depth)
 
     def fit(
@@ -223,14 +231,16 @@ class Run:
         schedule: tuple[frozenset[int], ...],
         threshold: float = math.inf,
         init: np.ndarray | None = None,
+        settled: frozenset[int] = frozenset(),
     ) -> Individual:
-        return Individual(expr, controlled, schedule, self.fit(expr, self.lab.trials(controlled), threshold, init))
+        fit = self.fit(expr, self.lab.trials(controlled), threshold, init)
+        return Individual(expr, controlled, schedule, fit, settled)
 
     def refit(self, pop: Sequence[Individual]) -> list[Individual]:
         """Every individual fitted anew on this round's trials of its controlled set, started
         from its last fit (the median over the old trials: new trials hold other values)."""
         out = [
-            self.individual(ind.expr, ind.controlled, ind.schedule, init=_median_start(ind.fit.constants))
+            self.individual(ind.expr, ind.controlled, ind.schedule, init=_median_start(ind.fit.constants), settled=ind.settled)
             for ind in pop
         ]
         self.current = out
@@ -271,16 +281,18 @@ class Run:
             best_before = _rank_key(pop[0]) if pop else None
             fitness = [max(ind.fitness, EXACT_LOSS) for ind in pop]
             survive = max(fitness) if len(pop) >= size else math.inf
-            groups: dict[frozenset[int], list[int]] = {}
+            # Mates share the controlled set and the settled variables, so that a swapped subtree
+            # brings in only variables its new tree may use.
+            groups: dict[tuple[frozenset[int], frozenset[int]], list[int]] = {}
             for i, ind in enumerate(pop):
-                groups.setdefault(ind.controlled, []).append(i)
+                groups.setdefault((ind.controlled, ind.settled), []).append(i)
             offspring: list[Individual] = []
             for _ in range(size):
                 parent = pop[tournament(fitness, cfg.tournament, rng)]
-                g = self.grammar(parent.controlled)
+                g = self.grammar(parent.controlled, parent.settled)
                 child = parent.expr
                 if rng.random() < cfg.p_mate:
-                    mate = pop[tournament(fitness, cfg.tournament, rng, among=groups[parent.controlled])]
+                    mate = pop[tournament(fitness, cfg.tournament, rng, among=groups[parent.controlled, parent.settled])]
                     pair = crossover(child, mate.expr, g, rng)
                     if pair is not None:
                         child = pair[0]
@@ -288,7 +300,9 @@ class Run:
                     child = mutate(child, g, rng) or child
                 if child.tokens != parent.expr.tokens:
                     init = inherited_constants(parent.expr, parent.fit.constants, child)
-                    offspring.append(self.individual(child, parent.controlled, parent.schedule, survive, init))
+                    offspring.append(
+                        self.individual(child, parent.controlled, parent.schedule, survive, init, parent.settled)
+                    )
                     self.check_time()
             pop = _rank(pop + offspring)[:size]
             self.current = pop
@@ -344,18 +358,71 @@ class Run:
         return elapsed + 2 * elapsed / rounds_done * (self.n_rounds - rounds_done) > cap
 
     # --- FreezeEquation and the schedule ---------------------------------------------------
-    def freeze(self, ind: Individual) -> Expr:
+    def freeze(self, ind: Individual) -> Individual:
         """FreezeEquation: if every trial fits within eps_loss, freeze the structure except the
-        summary constants (those whose value changes across trials)."""
+        summary constants (those whose value changes across trials). A summary constant stands
+        for a function of the held variables only, so the frozen tree records the variables free
+        now as ``settled``: edits grow from its summary constants with the variables freed later.
+
+        When two or more summary constants change together, so that every trial's fitted curve
+        is ``a + m * g`` of one curve ``g``, the held variables act on the whole expression as
+        one offset and one scale: the tree is frozen whole under ``a + m * tree`` and only
+        ``a`` and ``m`` stay open. Otherwise finishing the equation would need each of those
+        constants expanded into the same sub-expression, one edit at a time."""
         cfg = self.config
         losses = ind.fit.losses
         if not (np.all(np.isfinite(losses)) and np.all(losses <= cfg.eps_loss)):
-            return ind.expr
+            return ind
+        settled = frozenset(range(self.n_vars)) - ind.controlled
         summary = summary_constants(ind.fit.constants, cfg.eps_const)
+        if summary.sum() >= 2:
+            factored = self._factor(ind)
+            if factored is not None and factored[0].n_consts - ind.expr.n_consts < summary.sum():
+                return dataclasses.replace(ind, expr=factored[0], fit=factored[1], settled=settled)
         frozen = [True] * len(ind.expr)
         for k, pos in enumerate(ind.expr.const_positions):
             frozen[pos] = not summary[k]
-        return ind.expr.with_frozen(frozen)
+        return dataclasses.replace(ind, expr=ind.expr.with_frozen(frozen), settled=settled)
+
+    def _factor(self, ind: Individual) -> tuple[Expr, FitResult] | None:
+        """``a + m * tree`` with the tree frozen whole, if every trial's fitted curve is an
+        offset and a scale of one curve (see :meth:`freeze`); None if it is not."""
+        trials = self.lab.cached_trials(ind.controlled)
+        theta = ind.fit.constants
+        if trials is None or len(theta) < 2:
+            return None
+        ref = int(np.argmin(ind.fit.losses))
+        # The tree holds only free variables, so the curves of all trials can share one set of points.
+        X = trials.X[ref]
+        with np.errstate(all="ignore"):
+            curves = np.stack([evaluate(ind.expr.tokens, X, theta[k]) for k in range(len(theta))])
+            g = curves[ref]
+            if not np.isfinite(curves).all() or not np.std(g) > 0:
+                return None
+            basis = np.column_stack([np.ones_like(g), g])
+            (a, m), *_ = np.linalg.lstsq(basis, curves.T, rcond=None)
+            resid = curves - (basis @ np.vstack([a, m])).T
+            spread = np.sum((curves - curves.mean(axis=1, keepdims=True)) ** 2, axis=1)
+            if not np.all(np.sum(resid**2, axis=1) <= _AFFINE_TOL * spread):
+                return None
+            eps = self.config.eps_const
+            scaled = bool(np.any(np.abs(m - 1.0) > eps))
+            shifted = bool(np.any(np.abs(a) > eps * np.abs(m) * np.std(g)))
+        if not (scaled or shifted):
+            return None
+        head: tuple[str, ...] = ()
+        columns: list[np.ndarray] = []
+        if shifted:
+            head += ("add", CONST_TOKEN)
+            columns.append(a)
+        if scaled:
+            head += ("mul", CONST_TOKEN)
+            columns.append(m)
+        tokens = head + ind.expr.tokens
+        frozen = tuple(t != CONST_TOKEN for t in head) + (True,) * len(ind.expr)
+        K = len(theta)
+        constants = np.column_stack(columns + [np.broadcast_to(theta[ref], (K, theta.shape[1]))])
+        return Expr(tokens, frozen), FitResult(ind.fit.losses, constants, 0)
 
     # --- the end ---------------------------------------------------------------------------
     def finish(self, stopped: str) -> SearchResult:
@@ -505,8 +572,9 @@ def summary_constants(constants: np.ndarray, eps: float) -> np.ndarray:
     c = np.asarray(constants, dtype=float)
     if c.size == 0:
         return np.zeros(c.shape[-1] if c.ndim == 2 else 0, dtype=bool)
-    spread = c.std(axis=0)
-    scale = np.abs(c.mean(axis=0))
+    with np.errstate(over="ignore", invalid="ignore"):  # constants of 1e200 do occur: inf spread, summary
+        spread = c.std(axis=0)
+        scale = np.abs(c.mean(axis=0))
     return ~(spread <= eps * np.maximum(scale, 1e-300))
 
 

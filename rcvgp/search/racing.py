@@ -3,6 +3,8 @@
 - ``racing``: Racing-CVGP (the paper's Algorithm 1). One pool per single free variable; each
   round refits on fresh trials, evolves, keeps the top ``population`` (the race: badly fitting
   schedules die), freezes, then frees one more randomly drawn controlled variable per expression.
+  The summary constants of a frozen tree are expanded only into sub-expressions of the
+  variables freed after it was frozen (see :meth:`rcvgp.search.engine.Run.freeze`).
 - ``cvgp``: the fixed schedule ({x1..xn-1}, {x2..xn-1}, ..., {}).
 - ``cvgp-all``: every schedule, as a tree that shares common prefixes; data are measured once
   per controlled set and shared by every branch that holds that set.
@@ -16,6 +18,7 @@ capped run still ends with expressions of every variable.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from rcvgp.errors import BudgetExhausted, ConfigError
 from rcvgp.oracle import DataOracle
@@ -71,7 +74,7 @@ def _schedule_rounds(run: Run, pools: list[frozenset[int]], choose: Callable[[Ru
         advanced = []
         for ind in pop:
             controlled = frozenset() if rushed else ind.controlled - {choose(run, ind)}
-            advanced.append(Individual(run.freeze(ind), controlled, ind.schedule + (controlled,), ind.fit))
+            advanced.append(replace(run.freeze(ind), controlled=controlled, schedule=ind.schedule + (controlled,)))
         pop = advanced
         r = run.n_rounds - 1 if rushed else r + 1
 
@@ -107,7 +110,7 @@ def cvgp_all(run: Run) -> None:
         for freed in sorted(pop[0].controlled):
             controlled = pop[0].controlled - {freed}
             branch(
-                [Individual(run.freeze(ind), controlled, ind.schedule + (controlled,), ind.fit) for ind in pop],
+                [replace(run.freeze(ind), controlled=controlled, schedule=ind.schedule + (controlled,)) for ind in pop],
                 depth + 1,
             )
 
