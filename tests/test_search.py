@@ -90,6 +90,13 @@ def test_freeze_keeps_summary_constants_open_and_freezes_the_rest() -> None:
     assert out.expr.tokens == ind.expr.tokens
     assert out.expr.frozen == (True, True, False, True, True, True)
     assert out.fit is ind.fit
+    assert not out.settled  # fitted within eps_loss but not exactly: later edits may use x0
+
+
+def test_an_exact_freeze_settles_the_free_variables() -> None:
+    run, ind = _freeze_case([1e-30, 0.0, 1e-31], [[1.0, 0.5], [2.0, 0.5], [3.0, 0.5]])
+    out = run.freeze(ind)
+    assert out.expr.frozen == (True, True, False, True, True, True)
     assert out.settled == {0}  # the variable that was free: later edits may not bring it in
 
 

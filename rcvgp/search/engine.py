@@ -360,9 +360,10 @@ class Run:
     # --- FreezeEquation and the schedule ---------------------------------------------------
     def freeze(self, ind: Individual) -> Individual:
         """FreezeEquation: if every trial fits within eps_loss, freeze the structure except the
-        summary constants (those whose value changes across trials). A summary constant stands
-        for a function of the held variables only, so the frozen tree records the variables free
-        now as ``settled``: edits grow from its summary constants with the variables freed later.
+        summary constants (those whose value changes across trials). When the fit is exact, a
+        summary constant stands for a function of the held variables only, so the frozen tree
+        records the variables free now as ``settled``: edits grow from its summary constants with
+        the variables freed later.
 
         When two or more summary constants change together, so that every trial's fitted curve
         is ``a + m * g`` of one curve ``g``, the held variables act on the whole expression as
@@ -373,7 +374,10 @@ class Run:
         losses = ind.fit.losses
         if not (np.all(np.isfinite(losses)) and np.all(losses <= cfg.eps_loss)):
             return ind
-        settled = frozenset(range(self.n_vars)) - ind.controlled
+        # Only an exact fit leaves the summary constants nothing but the held variables to stand
+        # for; an approximate one may need the free variables in later edits too.
+        exact = bool(np.all(losses <= EXACT_LOSS))
+        settled = frozenset(range(self.n_vars)) - ind.controlled if exact else ind.settled
         summary = summary_constants(ind.fit.constants, cfg.eps_const)
         if summary.sum() >= 2:
             factored = self._factor(ind)
