@@ -240,7 +240,9 @@ class Run:
         """Every individual fitted anew on this round's trials of its controlled set, started
         from its last fit (the median over the old trials: new trials hold other values)."""
         out = [
-            self.individual(ind.expr, ind.controlled, ind.schedule, init=_median_start(ind.fit.constants), settled=ind.settled)
+            self.individual(
+                ind.expr, ind.controlled, ind.schedule, init=_median_start(ind.fit.constants), settled=ind.settled
+            )
             for ind in pop
         ]
         self.current = out
@@ -292,7 +294,8 @@ class Run:
                 g = self.grammar(parent.controlled, parent.settled)
                 child = parent.expr
                 if rng.random() < cfg.p_mate:
-                    mate = pop[tournament(fitness, cfg.tournament, rng, among=groups[parent.controlled, parent.settled])]
+                    among = groups[parent.controlled, parent.settled]
+                    mate = pop[tournament(fitness, cfg.tournament, rng, among=among)]
                     pair = crossover(child, mate.expr, g, rng)
                     if pair is not None:
                         child = pair[0]

@@ -74,9 +74,14 @@ def _schedule_rounds(run: Run, pools: list[frozenset[int]], choose: Callable[[Ru
         advanced = []
         for ind in pop:
             controlled = frozenset() if rushed else ind.controlled - {choose(run, ind)}
-            advanced.append(replace(run.freeze(ind), controlled=controlled, schedule=ind.schedule + (controlled,)))
+            advanced.append(_moved(run.freeze(ind), controlled))
         pop = advanced
         r = run.n_rounds - 1 if rushed else r + 1
+
+
+def _moved(ind: Individual, controlled: frozenset[int]) -> Individual:
+    """The individual under the next controlled set of its schedule."""
+    return replace(ind, controlled=controlled, schedule=ind.schedule + (controlled,))
 
 
 def _random_free(run: Run, ind: Individual) -> int:
@@ -107,12 +112,10 @@ def cvgp_all(run: Run) -> None:
         pop = _rank(run.evolve(run.refit(pop), gens[depth], last))[: cfg.population]
         if last:
             return
+        frozen = [run.freeze(ind) for ind in pop]  # the same for every branch
         for freed in sorted(pop[0].controlled):
             controlled = pop[0].controlled - {freed}
-            branch(
-                [replace(run.freeze(ind), controlled=controlled, schedule=ind.schedule + (controlled,)) for ind in pop],
-                depth + 1,
-            )
+            branch([_moved(ind, controlled) for ind in frozen], depth + 1)
 
     everything = frozenset(range(run.n_vars))
     for first in range(run.n_vars):
