@@ -101,7 +101,7 @@ def linear_constants(tokens: tuple[str, ...]) -> tuple[int, ...]:
         head = n[0]
         if head == "c":
             return [n[1]]
-        if head == "x":
+        if head in ("x", "k"):
             return []
         name = head.name
         if name in ("add", "sub"):

@@ -16,17 +16,17 @@ from typing import Union
 import numpy as np
 
 from rcvgp.operators import OPERATORS, Operator
-from rcvgp.tree import CONST_TOKEN, var_index
+from rcvgp.tree import CONST_TOKEN, is_literal, var_index
 
 __all__ = ["compile_tree", "evaluate", "evaluate_with_grad"]
 
-# ("x", i) | ("c", k) | (Operator, child, ...)
+# ("x", i) | ("c", k) | ("k", value) | (Operator, child, ...)
 Node = tuple[Union[str, Operator, "Node", int], ...]
 
 
 @lru_cache(maxsize=65536)
 def compile_tree(tokens: tuple[str, ...]) -> Node:
-    """Nested-tuple form of a prefix token tuple; constants numbered left to right."""
+    """Nested-tuple form of a prefix token tuple; open constants numbered left to right."""
     counter = iter(range(len(tokens)))
 
     def build(i: int) -> tuple[Node, int]:
@@ -41,6 +41,8 @@ def compile_tree(tokens: tuple[str, ...]) -> Node:
             return (op, *children), j
         if t == CONST_TOKEN:
             return ("c", next(counter)), i + 1
+        if is_literal(t):
+            return ("k", float(t)), i + 1
         return ("x", var_index(t)), i + 1
 
     node, _ = build(0)
@@ -131,6 +133,8 @@ def _program(tokens: tuple[str, ...], wrt: tuple[int, ...]) -> Program:
         if head == "c":
             k = n[1]
             return f"C[{k}]", ({k: "1"} if k in want else {})  # type: ignore[dict-item]
+        if head == "k":
+            return f"({float(n[1])!r})", {}  # type: ignore[arg-type]
         op: Operator = head  # type: ignore[assignment]
         fn = f"F_{op.name}"
         names[fn] = op.fn

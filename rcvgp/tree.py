@@ -1,15 +1,17 @@
 """Expression trees in prefix form: build, measure, parse and print, and convert to/from sympy.
 
 An :class:`Expr` is a tuple of tokens in prefix order — operator names from
-:mod:`rcvgp.operators`, variables ``x0``, ``x1``, ... and open constants ``c`` — with one
-``frozen`` flag per node. Frozen nodes are not edited by the GP operators; the search keeps the
-invariant that every descendant of an editable node is editable, so editable parts are whole
-subtrees. Constants are always open: their values live outside the tree (one vector per
-control-variable trial) and are fitted to data.
+:mod:`rcvgp.operators`, variables ``x0``, ``x1``, ..., open constants ``c`` and literal numbers
+such as ``-2.86`` — with one ``frozen`` flag per node. Frozen nodes are not edited by the GP
+operators; the search keeps the invariant that every descendant of an editable node is
+editable, so editable parts are whole subtrees. The values of open constants live outside the
+tree (one vector per control-variable trial) and are fitted to data; a literal is a constant
+FreezeEquation has fixed (see :func:`literal`), and no fit changes it.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from tokenize import TokenError
 from collections.abc import Sequence
@@ -21,7 +23,10 @@ import sympy
 from rcvgp.errors import ExpressionError
 from rcvgp.operators import OPERATORS
 
-__all__ = ["CONST_TOKEN", "Expr", "arity", "is_var", "var_index", "subtree_end", "to_text", "to_sympy", "from_sympy", "parse"]
+__all__ = [
+    "CONST_TOKEN", "Expr", "arity", "is_var", "var_index", "literal", "is_literal", "reopened", "subtree_end",
+    "to_text", "to_sympy", "from_sympy", "parse",
+]
 
 CONST_TOKEN = "c"
 _VAR = re.compile(r"x(\d+)\Z")
@@ -33,6 +38,33 @@ def is_var(token: str) -> bool:
 
 def var_index(token: str) -> int:
     return int(token[1:])
+
+
+def literal(value: float) -> str:
+    """The token of a constant fixed at ``value`` (finite); ``repr`` round-trips the float exactly."""
+    return repr(float(value))
+
+
+def is_literal(token: str) -> bool:
+    return token[0] in "0123456789.-"
+
+
+def reopened(tokens: Sequence[str], constants: Sequence[float]) -> tuple[tuple[str, ...], list[float]]:
+    """The tree with every literal made an open constant again, and the values of all its
+    constants in order: ``constants`` for the open ones, the literals' own values for the rest."""
+    given = iter(constants)
+    out: list[str] = []
+    values: list[float] = []
+    for t in tokens:
+        if t == CONST_TOKEN:
+            out.append(t)
+            values.append(float(next(given)))
+        elif is_literal(t):
+            out.append(CONST_TOKEN)
+            values.append(float(t))
+        else:
+            out.append(t)
+    return tuple(out), values
 
 
 def arity(token: str) -> int:
@@ -69,7 +101,7 @@ class Expr:
         if not tokens:
             raise ExpressionError("an expression needs at least one node")
         for t in tokens:
-            if t != CONST_TOKEN and t not in OPERATORS and not _VAR.match(t):
+            if t != CONST_TOKEN and t not in OPERATORS and not _VAR.match(t) and not _finite_literal(t):
                 raise ExpressionError(f"unknown token {t!r} in expression")
         if not _well_formed(tokens):
             raise ExpressionError(f"malformed prefix expression {' '.join(tokens)!r}")
@@ -128,6 +160,13 @@ class Expr:
         return to_sympy(self.tokens, constants, names)
 
 
+def _finite_literal(token: str) -> bool:
+    try:
+        return is_literal(token) and math.isfinite(float(token))
+    except ValueError:
+        return False
+
+
 def _well_formed(tokens: Sequence[str]) -> bool:
     need = 1
     for t in tokens:
@@ -147,7 +186,7 @@ def _text(tokens: Sequence[str], i: int) -> tuple[str, int]:
     t = tokens[i]
     op = OPERATORS.get(t)
     if op is None:
-        return t, i + 1
+        return (f"({t})" if t[0] == "-" else t), i + 1
     if op.arity == 2:
         a, j = _text(tokens, i + 1)
         b, k = _text(tokens, j)
@@ -182,6 +221,8 @@ def to_sympy(
             if values is not None:
                 return sympy.Float(values[k]), i + 1
             return sympy.Symbol(f"c{k}"), i + 1
+        if is_literal(t):
+            return sympy.Float(float(t)), i + 1
         k = var_index(t)
         if k not in symbols:
             given = names[k] if names is not None else t

@@ -35,6 +35,7 @@ def _trials(fn, K: int = 3, m: int = 64, n: int = 1, low: float = -3.0, high: fl
         (("mul", "c", "mul", "c", "x0"), (0,)),  # only one factor's constants are linear
         (("sub", "neg", "c", "mul", "x0", "c"), (0, 1)),
         (("exp", "mul", "c", "x0"), ()),
+        (("add", "mul", "-2.5", "x0", "mul", "c", "sin", "mul", "1.5", "x0"), (0,)),  # literals are not constants
     ],
 )
 def test_linear_constants(text_tokens: tuple[str, ...], expected: tuple[int, ...]) -> None:
@@ -49,6 +50,15 @@ def test_linear_constants_are_solved_exactly() -> None:
     assert fit.losses.shape == (3,)
     assert np.all(fit.losses < 1e-20)
     np.testing.assert_allclose(fit.constants, np.tile([1.7, -0.4, 2.2], (3, 1)), rtol=1e-12)
+
+
+def test_literals_stay_fixed_while_the_open_constants_are_fitted() -> None:
+    trials = _trials(lambda X: 1.7 * np.sin(X[..., 0]) - 0.4 * np.cos(X[..., 0]) + 2.2)
+    # c0*sin(x0) - 0.5*cos(x0) + c1: the literal is off, so the fit is good but not exact
+    tokens = ("add", "add", "mul", "c", "sin", "x0", "mul", "-0.5", "cos", "x0", "c")
+    fit = fit_constants(tokens, trials)
+    assert fit.constants.shape == (3, 2)
+    assert np.all(fit.losses > 1e-6) and np.all(fit.losses < 1e-2)
 
 
 def test_each_trial_gets_its_own_constants() -> None:

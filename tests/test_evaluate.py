@@ -95,6 +95,15 @@ def test_evaluate_with_grad_gives_zero_for_constants_outside_wrt_path() -> None:
     assert grads[1].shape == (5,)
 
 
+def test_literals_evaluate_to_their_values_and_have_no_derivative() -> None:
+    tokens = ("add", "mul", "c", "x0", "sin", "-0.25")
+    X = np.linspace(0.1, 1.0, 5)[:, None]
+    value, grads = evaluate_with_grad(tokens, X, np.array([2.0]), [0])
+    np.testing.assert_allclose(value, 2.0 * X[:, 0] + np.sin(-0.25))
+    np.testing.assert_allclose(evaluate(tokens, X, np.array([2.0])), value)
+    assert len(grads) == 1
+
+
 def test_evaluate_with_grad_per_trial_constants() -> None:
     tokens = ("mul", "c", "sin", "mul", "c", "x0")
     X = np.random.default_rng(1).uniform(size=(2, 8, 1))

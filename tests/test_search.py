@@ -87,9 +87,11 @@ def test_freeze_keeps_summary_constants_open_and_freezes_the_rest() -> None:
     # c0 changes with the held variables (summary), c1 is the same in every trial (standalone)
     run, ind = _freeze_case([1e-6, 1e-5, 1e-3], [[1.0, 0.5], [2.0, 0.5], [3.0, 0.5]])
     out = run.freeze(ind)
-    assert out.expr.tokens == ind.expr.tokens
+    # c1 is fixed at its value: no later fit moves it; c0 stays open with its fitted values
+    assert out.expr.tokens == ("add", "mul", "c", "sin", "x0", "0.5")
     assert out.expr.frozen == (True, True, False, True, True, True)
-    assert out.fit is ind.fit
+    assert out.fit.constants.tolist() == [[1.0], [2.0], [3.0]]
+    assert out.fit.losses is ind.fit.losses
     assert not out.settled  # fitted within eps_loss but not exactly: later edits may use x0
 
 
@@ -101,8 +103,11 @@ def test_an_exact_freeze_settles_the_free_variables() -> None:
 
 
 def test_freeze_with_both_constants_standalone_freezes_everything() -> None:
-    run, ind = _freeze_case([1e-6, 1e-6, 1e-6], [[1.0, 0.5], [1.0, 0.5], [1.0, 0.5]])
-    assert all(run.freeze(ind).expr.frozen)
+    run, ind = _freeze_case([1e-6, 1e-6, 1e-6], [[1.0, 0.5], [1.0 + 1e-5, 0.5], [1.0, 0.5]])
+    out = run.freeze(ind)
+    assert all(out.expr.frozen)
+    assert out.expr.tokens == ("add", "mul", "1.0", "sin", "x0", "0.5")  # the median of each
+    assert out.fit.constants.shape == (3, 0)
 
 
 @pytest.mark.parametrize("losses", [[1e-6, 2e-3, 1e-6], [1e-6, np.inf, 1e-6], [np.nan, 1e-6, 1e-6]])
@@ -133,8 +138,10 @@ def test_freeze_factors_out_summary_constants_that_change_together() -> None:
     run, ind = _poly_case(np.column_stack([2 * m, 3 * m, a + m]).tolist())
     out = run.freeze(ind)
     expr, fit = out.expr, out.fit
-    assert expr.tokens == ("add", "c", "mul", "c") + POLY.tokens
+    # the tree is fixed at the first trial's constants (the best fit, since all losses tie)
+    assert expr.tokens == ("add", "c", "mul", "c") + ("add", "add", "mul", "2.0", "x0", "mul", "3.0", "sin", "x0", "1.0")
     assert [not f for f in expr.frozen] == [False, True, False, True] + [False] * len(POLY)
+    assert fit.constants.shape == (3, 2)
     X = run.lab.cached_trials(ind.controlled).X
     for k in range(3):
         before = evaluate(POLY.tokens, X[k], ind.fit.constants[k])
@@ -144,15 +151,44 @@ def test_freeze_factors_out_summary_constants_that_change_together() -> None:
 def test_freeze_keeps_summary_constants_that_change_independently() -> None:
     run, ind = _poly_case([[1.0, 1.0, 0.5], [2.0, 1.0, 0.5], [1.0, 3.0, 0.5]])
     expr = run.freeze(ind).expr
-    assert expr.tokens == POLY.tokens
+    assert expr.tokens == POLY.tokens[:-1] + ("0.5",)
     assert [expr.frozen[pos] for pos in POLY.const_positions] == [False, False, True]
+
+
+def test_freeze_fixes_leftover_constants_whose_spread_explains_nothing() -> None:
+    # the law with x1, x2 held is x1*x0 + sin(x2): c0 and c2 change with them, while c1 is a
+    # leftover of an exact fit, scattered around zero, that a later round would fit to anything
+    run, _ = _poly_case([[0.0], [0.0], [0.0]])
+    held = frozenset({1, 2})
+    trials = run.lab.cached_trials(held)
+    x1, x2 = trials.X[:, 0, 1], trials.X[:, 0, 2]
+    constants = np.column_stack([x1, [1e-17, -3e-17, 2e-17], np.sin(x2)])
+    losses = trials.losses(evaluate(POLY.tokens, trials.X, constants))
+    assert np.all(losses < 1e-28)
+    assert summary_constants(constants, 1e-3).tolist() == [True, True, True]
+    out = run.freeze(Individual(POLY, held, (held,), FitResult(losses, constants, 1)))
+    assert out.expr.tokens == POLY.tokens[:6] + ("1e-17",) + POLY.tokens[7:]
+    assert [out.expr.frozen[pos] for pos in POLY.const_positions] == [False, True, False]
+    assert out.fit.constants.shape == (3, 2)
 
 
 def test_freeze_does_not_factor_when_no_constant_would_be_saved() -> None:
     # only c0 (a scale, since c1 = 0) and c2 (an offset) vary: a + m * tree has two open as well
     run, ind = _poly_case([[2.0, 0.0, 1.0], [1.0, 0.0, 3.0], [8.0, 0.0, -1.0]])
     expr = run.freeze(ind).expr
-    assert expr.tokens == POLY.tokens
+    assert expr.tokens == POLY.tokens[:6] + ("0.0",) + POLY.tokens[7:]  # c1 = 0 is standalone
+
+
+def test_the_final_fit_reopens_the_constants_freeze_fixed() -> None:
+    # the hall holds x0*x1 + sin(x2) with the sine's coefficient frozen slightly off
+    run = Run("racing", oracle3(), TINY, seed=0)
+    expr = Expr(("add", "mul", "c", "mul", "x0", "x1", "mul", "1.01", "sin", "x2"), (True, True, False) + (True,) * 7)
+    ind = run.individual(expr, frozenset(), (frozenset(),))
+    assert ind.fitness > 1e-8
+    run.record([ind])
+    result = run.finish("completed")
+    assert result.nmse_test < 1e-20
+    assert is_exact(result.best.sympy_expr, "x0*x1 + sin(x2)"), result.best.expression
 
 
 def test_edits_of_a_frozen_tree_bring_in_only_variables_freed_since() -> None:

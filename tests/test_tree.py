@@ -9,7 +9,7 @@ import sympy
 from rcvgp.errors import ExpressionError
 from rcvgp.gp import Grammar, random_tree
 from rcvgp.operators import OPERATORS, resolve_operators
-from rcvgp.tree import Expr, from_sympy, parse, subtree_end, to_sympy
+from rcvgp.tree import Expr, from_sympy, literal, parse, reopened, subtree_end, to_sympy
 
 ALL_OPS = tuple(OPERATORS)
 
@@ -63,7 +63,7 @@ def test_from_tokens_rejects_malformed_prefix(tokens: tuple[str, ...]) -> None:
         Expr.from_tokens(tokens)
 
 
-@pytest.mark.parametrize("token", ["foo", "x", "xa", "pow", "C", "1.0"])
+@pytest.mark.parametrize("token", ["foo", "x", "xa", "pow", "C", "nan", "inf", "1e999", "-", "1.2.3"])
 def test_from_tokens_rejects_unknown_token(token: str) -> None:
     with pytest.raises(ExpressionError, match="unknown token"):
         Expr.from_tokens(("add", "x0", token))
@@ -78,6 +78,21 @@ def test_from_tokens_accepts_well_formed_prefix() -> None:
     e = Expr.from_tokens(["add", "x0", "sin", "c"], [True, True, False, False])
     assert e.tokens == ("add", "x0", "sin", "c")
     assert e.frozen == (True, True, False, False)
+
+
+def test_literals_are_fixed_constants_that_print_and_convert_as_numbers() -> None:
+    value = 0.1 + 0.2  # not a short decimal: the token must keep every bit
+    e = Expr.from_tokens(("add", "mul", "c", "x0", literal(value)))
+    assert float(e.tokens[-1]) == value
+    assert e.n_consts == 1 and e.const_positions == (2,)
+    assert to_sympy(Expr.from_tokens(("add", "x0", "-2.5")).tokens) == sympy.Symbol("x0", real=True) - 2.5
+    assert str(Expr(("mul", "-2.5", "x0"))) == "((-2.5) * x0)"
+
+
+def test_reopened_makes_literals_open_constants_with_their_values() -> None:
+    tokens, values = reopened(("add", "mul", "c", "x0", "mul", "-2.5", "sin", "c"), [4.0, 7.0])
+    assert tokens == ("add", "mul", "c", "x0", "mul", "c", "sin", "c")
+    assert values == [4.0, -2.5, 7.0]
 
 
 # --- operators -----------------------------------------------------------------------------------

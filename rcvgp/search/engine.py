@@ -28,7 +28,7 @@ from rcvgp.metrics import regression_metrics, round_floats
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, check_reply, design_points, design_trials
 from rcvgp.search.base import Candidate, Progress, ProgressCallback, SearchConfig, SearchResult
-from rcvgp.tree import CONST_TOKEN, Expr
+from rcvgp.tree import CONST_TOKEN, Expr, literal, reopened
 
 __all__ = ["Lab", "Individual", "Run", "StopSearch"]
 
@@ -363,7 +363,9 @@ class Run:
     # --- FreezeEquation and the schedule ---------------------------------------------------
     def freeze(self, ind: Individual) -> Individual:
         """FreezeEquation: if every trial fits within eps_loss, freeze the structure except the
-        summary constants (those whose value changes across trials). When the fit is exact, a
+        summary constants (those whose value changes across trials); the standalone constants
+        become literals at their median value, which no later fit moves (the final fit, on data
+        with no variable held, reopens them). When the fit is exact, a
         summary constant stands for a function of the held variables only, so the frozen tree
         records the variables free now as ``settled``: edits grow from its summary constants with
         the variables freed later.
@@ -381,15 +383,39 @@ class Run:
         # for; an approximate one may need the free variables in later edits too.
         exact = bool(np.all(losses <= EXACT_LOSS))
         settled = frozenset(range(self.n_vars)) - ind.controlled if exact else ind.settled
-        summary = summary_constants(ind.fit.constants, cfg.eps_const)
+        summary = self._unexplained(ind, summary_constants(ind.fit.constants, cfg.eps_const))
         if summary.sum() >= 2:
             factored = self._factor(ind)
-            if factored is not None and factored[0].n_consts - ind.expr.n_consts < summary.sum():
+            if factored is not None and factored[0].n_consts < summary.sum():
                 return dataclasses.replace(ind, expr=factored[0], fit=factored[1], settled=settled)
-        frozen = [True] * len(ind.expr)
+        values = np.median(ind.fit.constants, axis=0)
+        tokens = list(ind.expr.tokens)
+        frozen = [True] * len(tokens)
         for k, pos in enumerate(ind.expr.const_positions):
-            frozen[pos] = not summary[k]
-        return dataclasses.replace(ind, expr=ind.expr.with_frozen(frozen), settled=settled)
+            if summary[k]:
+                frozen[pos] = False
+            else:
+                tokens[pos] = literal(values[k])
+        fit = FitResult(ind.fit.losses, ind.fit.constants[:, summary], 0)
+        return dataclasses.replace(ind, expr=Expr(tuple(tokens), tuple(frozen)), fit=fit, settled=settled)
+
+    def _unexplained(self, ind: Individual, summary: np.ndarray) -> np.ndarray:
+        """The summary constants whose spread over the trials the data need. Each in turn is set
+        to its median in every trial and counted standalone if no trial's loss rises by more
+        than rounding (EXACT_LOSS): an exact fit leaves such leftovers as ``1e-17*x0``, whose
+        values scatter around zero, and an open one is fitted to anything in the next round."""
+        trials = self.lab.cached_trials(ind.controlled)
+        if trials is None or not summary.any():
+            return summary
+        theta = ind.fit.constants.copy()
+        limit = ind.fit.losses + EXACT_LOSS
+        out = summary.copy()
+        for k in np.flatnonzero(summary):
+            pinned = theta.copy()
+            pinned[:, k] = np.median(theta[:, k])
+            if np.all(trials.losses(evaluate(ind.expr.tokens, trials.X, pinned)) <= limit):
+                theta, out[k] = pinned, False
+        return out
 
     def _factor(self, ind: Individual) -> tuple[Expr, FitResult] | None:
         """``a + m * tree`` with the tree frozen whole, if every trial's fitted curve is an
@@ -425,11 +451,12 @@ class Run:
         if scaled:
             head += ("mul", CONST_TOKEN)
             columns.append(m)
-        tokens = head + ind.expr.tokens
-        frozen = tuple(t != CONST_TOKEN for t in head) + (True,) * len(ind.expr)
-        K = len(theta)
-        constants = np.column_stack(columns + [np.broadcast_to(theta[ref], (K, theta.shape[1]))])
-        return Expr(tokens, frozen), FitResult(ind.fit.losses, constants, 0)
+        # The tree is fixed at the reference trial's constants: a and m carry the other trials.
+        tree = list(ind.expr.tokens)
+        for k, pos in enumerate(ind.expr.const_positions):
+            tree[pos] = literal(theta[ref, k])
+        frozen = tuple(t != CONST_TOKEN for t in head) + (True,) * len(tree)
+        return Expr(head + tuple(tree), frozen), FitResult(ind.fit.losses, np.column_stack(columns), 0)
 
     # --- the end ---------------------------------------------------------------------------
     def finish(self, stopped: str) -> SearchResult:
@@ -437,12 +464,17 @@ class Run:
         score the choice once on fresh test data."""
         cfg = self.config
         pool = list(self.hall.values()) or list(self.current)
-        structures: list[Individual] = []
+        # The constants FreezeEquation fixed are fitted again, now on data with no variable held,
+        # from their frozen values; trees that differ only in those values are one structure.
+        structures: list[tuple[Individual, np.ndarray | None]] = []
         seen: set[tuple[str, ...]] = set()
         for ind in _rank(pool):
-            if ind.expr.tokens not in seen:
-                seen.add(ind.expr.tokens)
-                structures.append(ind)
+            start = _median_start(ind.fit.constants)
+            tokens, values = reopened(ind.expr.tokens, np.ones(ind.expr.n_consts) if start is None else start)
+            if tokens not in seen:
+                seen.add(tokens)
+                expr = Expr(tokens, ind.expr.frozen)
+                structures.append((dataclasses.replace(ind, expr=expr), np.array(values) if values else None))
             if len(structures) >= cfg.hall_of_fame:
                 break
         if not structures:
@@ -457,11 +489,10 @@ class Run:
         X_test, y_test = self.lab.fresh_points(cfg.n_test, reserved=True)
         fit_data = Trials(X_fit[None], y_fit[None])
         scored: list[tuple[float, int, Individual, np.ndarray]] = []
-        for ind in structures:
+        for ind, start in structures:
             if scored and self.past_cap():
                 break  # best structures first: a capped run scores those it has time for
             # Started from the search's own fit, not from 1.0.
-            start = _median_start(ind.fit.constants)
             fit = fit_constants(
                 ind.expr.tokens, fit_data, cfg.optimizer, self.rng, init=start, maxiter=10 * cfg.fit_iterations
             )
