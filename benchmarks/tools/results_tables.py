@@ -1,6 +1,6 @@
 """Print the tables of `benchmarks/RESULTS.md` from the `runs.jsonl` of a `rcvgp bench` run.
 
-    python benchmarks/tools/results_tables.py bench-results/runs.jsonl
+    python benchmarks/tools/results_tables.py bench-results/runs.jsonl   (or the directory itself)
 
 Prints the summary table of `rcvgp bench` and one Markdown row per equation with every method's
 test NMSE, exact or not, and wall time side by side. "Exact" is judged again with the current
@@ -18,9 +18,12 @@ from rcvgp.search.base import METHODS
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", type=Path, help="a runs.jsonl written by `rcvgp bench`")
+    parser.add_argument("runs", type=Path, help="a runs.jsonl written by `rcvgp bench`, or its directory")
     args = parser.parse_args()
-    records = [r for r in read_records(args.runs) if "error" not in r]
+    runs = args.runs / "runs.jsonl" if args.runs.is_dir() else args.runs
+    if not runs.is_file():
+        parser.error(f"no such file: {runs}")
+    records = [r for r in read_records(runs) if "error" not in r]
     for r in records:
         r["exact"] = judge_exact(r["expression"], r["id"])
     print("```")
