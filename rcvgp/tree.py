@@ -135,6 +135,18 @@ class Expr:
             pending.extend([d + 1] * arity(t))
         return deepest
 
+    def fixed(self, values: Sequence[float], open_: Sequence[bool] | None = None) -> Expr:
+        """This tree frozen whole, each constant fixed as a literal at its value in ``values``,
+        except those marked in ``open_``: they stay open, editable constants."""
+        tokens = list(self.tokens)
+        frozen = [True] * len(tokens)
+        for k, pos in enumerate(self.const_positions):
+            if open_ is not None and open_[k]:
+                frozen[pos] = False
+            else:
+                tokens[pos] = literal(values[k])
+        return Expr(tuple(tokens), tuple(frozen))
+
     def with_frozen(self, frozen: Sequence[bool]) -> Expr:
         return Expr(self.tokens, tuple(bool(f) for f in frozen))
 

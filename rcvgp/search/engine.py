@@ -28,7 +28,7 @@ from rcvgp.metrics import regression_metrics, round_floats
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, check_reply, design_points, design_trials
 from rcvgp.search.base import Candidate, Progress, ProgressCallback, SearchConfig, SearchResult
-from rcvgp.tree import CONST_TOKEN, Expr, literal, reopened
+from rcvgp.tree import CONST_TOKEN, Expr, reopened
 
 __all__ = ["Lab", "Individual", "Run", "StopSearch"]
 
@@ -388,16 +388,9 @@ class Run:
             factored = self._factor(ind)
             if factored is not None and factored[0].n_consts < summary.sum():
                 return dataclasses.replace(ind, expr=factored[0], fit=factored[1], settled=settled)
-        values = np.median(ind.fit.constants, axis=0)
-        tokens = list(ind.expr.tokens)
-        frozen = [True] * len(tokens)
-        for k, pos in enumerate(ind.expr.const_positions):
-            if summary[k]:
-                frozen[pos] = False
-            else:
-                tokens[pos] = literal(values[k])
+        expr = ind.expr.fixed(np.median(ind.fit.constants, axis=0), open_=summary)
         fit = FitResult(ind.fit.losses, ind.fit.constants[:, summary], 0)
-        return dataclasses.replace(ind, expr=Expr(tuple(tokens), tuple(frozen)), fit=fit, settled=settled)
+        return dataclasses.replace(ind, expr=expr, fit=fit, settled=settled)
 
     def _unexplained(self, ind: Individual, summary: np.ndarray) -> np.ndarray:
         """The summary constants whose spread over the trials the data need. Each in turn is set
@@ -452,11 +445,9 @@ class Run:
             head += ("mul", CONST_TOKEN)
             columns.append(m)
         # The tree is fixed at the reference trial's constants: a and m carry the other trials.
-        tree = list(ind.expr.tokens)
-        for k, pos in enumerate(ind.expr.const_positions):
-            tree[pos] = literal(theta[ref, k])
-        frozen = tuple(t != CONST_TOKEN for t in head) + (True,) * len(tree)
-        return Expr(head + tuple(tree), frozen), FitResult(ind.fit.losses, np.column_stack(columns), 0)
+        tree = ind.expr.fixed(theta[ref])
+        frozen = tuple(t != CONST_TOKEN for t in head) + tree.frozen
+        return Expr(head + tree.tokens, frozen), FitResult(ind.fit.losses, np.column_stack(columns), 0)
 
     # --- the end ---------------------------------------------------------------------------
     def finish(self, stopped: str) -> SearchResult:
