@@ -72,7 +72,7 @@ SUMMARY_CSV_NAME = "summary.csv"
 #: The fields of a run record, in the order of ``runs.csv``.
 RECORD_FIELDS = (
     "id", "group", "method", "seed", "nmse_test", "exact", "points", "requests", "points_failed",
-    "wall_seconds", "stopped", "timed_out", "expression", "noise", "time_cap", "settings",
+    "wall_seconds", "stopped", "timed_out", "expression", "schedule", "noise", "time_cap", "settings",
 )  # fmt: skip
 
 #: The fields of a summary row, in the order of ``summary.csv``.
@@ -240,7 +240,9 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         expression is not finite there, which summaries count as infinite), ``exact``,
         ``points`` (measured), ``requests``, ``points_failed``, ``wall_seconds`` (of the
         search), ``stopped`` (``completed``, ``budget``, ``time`` or ``interrupted``),
-        ``timed_out``, ``expression``, ``noise``, ``time_cap`` and ``settings``.
+        ``timed_out``, ``expression``, ``schedule`` (the chosen expression's held variables
+        round by round, ending with ``[]``; a run short of time skips rounds), ``noise``,
+        ``time_cap`` and ``settings``.
     """
     import numpy as np
 
@@ -271,6 +273,7 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         "stopped": result.stopped,
         "timed_out": result.stopped == "time",
         "expression": result.best.expression,
+        "schedule": [list(held) for held in result.best.schedule],
         "noise": task.noise,
         "time_cap": task.time_cap,
         "settings": dict(task.settings),

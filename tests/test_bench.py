@@ -120,6 +120,10 @@ def test_run_benchmark_saves_every_run_and_skips_finished_ones(tmp_path: Path) -
         assert r["points"] > 0 and r["wall_seconds"] > 0 and r["stopped"] in ("completed", "time")
         assert r["timed_out"] == (r["stopped"] == "time") and r["settings"] == TINY and r["time_cap"] == 20.0
         assert r["nmse_test"] is None or math.isfinite(r["nmse_test"])
+    # GP holds nothing; racing starts with one free variable and frees more until none is held
+    assert records[0]["schedule"] == [[]]
+    held = [set(s) for s in records[1]["schedule"]]
+    assert len(held[0]) == 2 and held[-1] == set() and all(a > b for a, b in zip(held, held[1:]))
     assert len(read_records(tmp_path / RUNS_NAME)) == 2
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["finished"] == 2 and not summary["interrupted"] and len(summary["summary"]) == 2
