@@ -77,7 +77,7 @@ def main() -> None:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     if v.get("lm"):
-                        theta = _levenberg_marquardt(problem, x0.reshape(5, -1), 200)
+                        theta, _, _ = _levenberg_marquardt(problem, x0.reshape(5, -1), 200)
                         loss = problem.value(theta.ravel())
                     elif v["jac"]:
                         loss = opt.minimize(problem.value_grad, x0, jac=True, method="BFGS", options=options).fun

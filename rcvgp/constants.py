@@ -197,7 +197,17 @@ def fit_constants(
             consts[:, nonlin] = 1.0
         else:
             consts[:, nonlin] = np.broadcast_to(np.asarray(init, dtype=float), consts.shape)[:, nonlin]
-        if optimizer in _GLOBAL:
+        if optimizer == "LM":
+            problem = _Projected(tokens, trials, lin, nonlin)
+            theta, losses, linear = _levenberg_marquardt(problem, consts[:, nonlin].copy(), maxiter)
+            consts[:, nonlin] = theta
+            if np.isfinite(losses).all():
+                # LM's last accepted point is the fit: evaluating it again was a sixth of a
+                # search's tree evaluations.
+                consts[:, lin] = linear
+                return FitResult(losses, consts, problem.n_evals)
+            n_evals = problem.n_evals
+        elif optimizer in _GLOBAL:
             # Global optimisers scale badly with dimension: one search per trial.
             n_evals = 0
             for k in range(K):
@@ -339,6 +349,10 @@ class _Projected:
         J = np.where(ok[:, None, None], self.projected_jacobian() * root[..., None], 0.0)
         return np.where(ok, losses, np.inf), np.where(ok[:, None], r, 0.0), J
 
+    def linear_values(self) -> np.ndarray:
+        """The linear constants (K, p) solved at the last point evaluated."""
+        return self.consts[:, self.lin].copy()
+
     def value(self, theta_flat: np.ndarray) -> float:
         return self.value_grad(theta_flat)[0]
 
@@ -353,17 +367,22 @@ _CONVERGED = 1e-30
 _STALL = 1e-4
 
 
-def _levenberg_marquardt(problem: _Projected, theta: np.ndarray, maxiter: int) -> np.ndarray:
+def _levenberg_marquardt(
+    problem: _Projected, theta: np.ndarray, maxiter: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Levenberg-Marquardt on the projected problem, every trial its own damped least-squares
     problem (K, P), all advanced together: one evaluation per iteration serves every trial.
+    Returns the nonlinear constants (K, P), each trial's loss there (inf where the tree or its
+    derivatives are not finite) and the linear constants (K, p) solved there.
 
     Sum-of-squares losses that can reach zero are what it is made for: near the optimum it takes
     Gauss-Newton steps (quadratic convergence, where BFGS crawls along the flat directions that
     redundant constants make), far from it the damping keeps steps safe.
     """
     losses, r, J = problem.trial_losses(theta)
+    linear = problem.linear_values()
     if r is None or J is None:
-        return theta
+        return theta, losses, linear
     P = theta.shape[1]
     damping = np.full(len(theta), 1e-3)
     growth = np.full(len(theta), 2.0)
@@ -398,11 +417,12 @@ def _levenberg_marquardt(problem: _Projected, theta: np.ndarray, maxiter: int) -
         growth = np.where(better, 2.0, growth * 2.0)
         if new_r is not None and new_J is not None and better.any():
             theta = np.where(better[:, None], theta + step, theta)
+            linear = np.where(better[:, None], problem.linear_values(), linear)
             r = np.where(better[:, None], new_r, r)
             J = np.where(better[:, None, None], new_J, J)
             losses = np.where(better, new_losses, losses)
         done |= (losses <= _CONVERGED) | (better & (gain < _STALL)) | (damping > 1e12)
-    return theta
+    return theta, losses, linear
 
 
 
@@ -410,10 +430,6 @@ def _minimise(
     problem: _Projected, x0: np.ndarray, optimizer: str, rng: np.random.Generator | None, maxiter: int
 ) -> tuple[np.ndarray, int]:
     rng = rng if rng is not None else np.random.default_rng(0)
-    if optimizer == "LM":
-        K = problem.trials.n_trials
-        theta = _levenberg_marquardt(problem, x0.reshape(K, -1).copy(), maxiter)
-        return theta.ravel(), problem.n_evals
     bound = float(max(10.0, 10.0 * np.max(np.abs(x0))))
     bounds = [(-bound, bound)] * len(x0)
     with warnings.catch_warnings():

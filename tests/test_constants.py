@@ -8,6 +8,7 @@ import pytest
 
 from rcvgp.constants import FitResult, Trials, fit_constants, linear_constants
 from rcvgp.errors import ConfigError
+from rcvgp.evaluate import evaluate
 from rcvgp.oracle import CallableOracle, OracleSpec, Variable
 from rcvgp.search import OPTIMIZERS, SearchConfig
 from rcvgp.search.engine import Run
@@ -92,6 +93,18 @@ def test_nonlinear_constant_is_found_by_default_optimizer() -> None:
     fit = fit_constants(C_SIN_CX, trials, init=np.array([1.0, 1.2]))
     assert np.all(fit.losses < 1e-12)
     np.testing.assert_allclose(fit.constants, [[2.0, 1.3], [2.0, 1.3]], rtol=1e-6)
+
+
+@pytest.mark.parametrize("maxiter", [1, 3, 20])
+def test_reported_losses_are_those_of_the_reported_constants(maxiter: int) -> None:
+    """LM's last accepted point is returned without evaluating it again: its losses and its
+    linear and nonlinear constants must still belong together, stopped early or not."""
+    trials = _trials(lambda X: 0.7 * np.sin(1.9 * X[..., 0]) + X[..., 0] / (0.8 + X[..., 0] ** 2) + 0.3, K=4)
+    tokens = ("add", "add", "mul", "c", "sin", "mul", "c", "x0", "div", "x0", "add", "c", "mul", "x0", "x0", "c")
+    fit = fit_constants(tokens, trials, maxiter=maxiter)
+    assert linear_constants(tokens) == (0, 3) and np.all(np.isfinite(fit.losses))
+    again = trials.losses(evaluate(tokens, trials.X, fit.constants))
+    np.testing.assert_allclose(fit.losses, again, rtol=1e-9, atol=1e-28)
 
 
 def test_levenberg_marquardt_fits_to_rounding_where_bfgs_stalls() -> None:

@@ -1,0 +1,93 @@
+"""The fits a search really makes, timed: records every ``fit_constants`` call of racing runs on
+a few benchmark equations (seed 0), then fits the same trees on the same data again and prints
+the best of ``--repeats`` wall times. A whole search is no measure of fitting speed: any change
+in rounding, or in time under a cap, sends it down another path. To compare two checkouts,
+record once and replay the same file in both:
+
+    python benchmarks/search_fits_bench.py --calls fits.npz    # records into fits.npz, times
+    python benchmarks/search_fits_bench.py --calls fits.npz    # (other checkout) replays it
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+import rcvgp.search.engine as engine
+from rcvgp.constants import Trials, fit_constants
+from rcvgp.search import SearchConfig, run_search
+from rcvgp.simulate import SimulatedOracle
+
+
+def record(ids: list[str], seconds: float) -> list[tuple]:  # type: ignore[type-arg]
+    """The arguments of every fit the racing runs (seed 0, ``seconds`` each) made."""
+    calls: list[tuple] = []  # type: ignore[type-arg]
+
+    def recording(tokens, trials, optimizer="LM", rng=None, init=None, maxiter=200):  # type: ignore[no-untyped-def]
+        calls.append((tuple(tokens), trials, optimizer, None if init is None else np.array(init), maxiter))
+        return fit_constants(tokens, trials, optimizer, rng, init, maxiter)
+
+    engine.fit_constants = recording
+    try:
+        for bench_id in ids:
+            run_search("racing", SimulatedOracle.from_benchmark(bench_id), SearchConfig(max_seconds=seconds), seed=0)
+    finally:
+        engine.fit_constants = fit_constants
+    return calls
+
+
+def save(path: Path, calls: list[tuple]) -> None:  # type: ignore[type-arg]
+    """Arrays and JSON in one ``.npz`` (no pickle): each data set once, each call by reference."""
+    index: dict[int, int] = {}
+    arrays: dict[str, np.ndarray] = {}
+    rows = []
+    for tokens, trials, optimizer, init, maxiter in calls:
+        k = index.setdefault(id(trials), len(index))
+        arrays.setdefault(f"X{k}", trials.X)
+        arrays.setdefault(f"y{k}", trials.y)
+        arrays.setdefault(f"held{k}", np.array(sorted(trials.controlled), dtype=int))
+        rows.append([list(tokens), k, optimizer, None if init is None else init.tolist(), maxiter])
+    np.savez_compressed(path, calls=np.array(json.dumps(rows)), **arrays)
+
+
+def load(path: Path) -> list[tuple]:  # type: ignore[type-arg]
+    with np.load(path, allow_pickle=False) as f:
+        trials: dict[int, Trials] = {}
+        calls = []
+        for tokens, k, optimizer, init, maxiter in json.loads(str(f["calls"])):
+            if k not in trials:
+                trials[k] = Trials(f[f"X{k}"], f[f"y{k}"], frozenset(int(i) for i in f[f"held{k}"]))
+            calls.append((tuple(tokens), trials[k], optimizer, None if init is None else np.array(init), maxiter))
+    return calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ids", default="sincos-4-4-6/3,livermore2/Vars4-8")
+    parser.add_argument("--seconds", type=float, default=60.0, help="time cap of each recorded run")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--calls", type=Path, help="replay the fits in this file; record them into it if it does not exist")
+    args = parser.parse_args()
+    if args.calls is not None and args.calls.exists():
+        calls = load(args.calls)
+    else:
+        calls = record(args.ids.split(","), args.seconds)
+        if args.calls is not None:
+            save(args.calls, calls)
+    times = []
+    for _ in range(args.repeats):  # the first also compiles the trees, as the search did
+        start = time.perf_counter()
+        for tokens, trials, optimizer, init, maxiter in calls:
+            fit_constants(tokens, trials, optimizer, np.random.default_rng(0), init, maxiter)
+        times.append(time.perf_counter() - start)
+    best = min(times)
+    print(f"{len(calls)} fits: best of {args.repeats} {best:.2f} s, "
+          f"{best / len(calls) * 1e3:.3f} ms per fit")
+
+
+if __name__ == "__main__":
+    main()
