@@ -22,10 +22,13 @@ from rcvgp.constants import Trials, fit_constants
 from rcvgp.search import SearchConfig, run_search
 from rcvgp.simulate import SimulatedOracle
 
+#: One recorded fit: tokens, data, optimiser, starting constants, iterations.
+Call = tuple[tuple[str, ...], Trials, str, "np.ndarray | None", int]
 
-def record(ids: list[str], seconds: float) -> list[tuple]:  # type: ignore[type-arg]
+
+def record(ids: list[str], seconds: float) -> list[Call]:
     """The arguments of every fit the racing runs (seed 0, ``seconds`` each) made."""
-    calls: list[tuple] = []  # type: ignore[type-arg]
+    calls: list[Call] = []
 
     def recording(tokens, trials, optimizer="LM", rng=None, init=None, maxiter=200):  # type: ignore[no-untyped-def]
         calls.append((tuple(tokens), trials, optimizer, None if init is None else np.array(init), maxiter))
@@ -40,7 +43,7 @@ def record(ids: list[str], seconds: float) -> list[tuple]:  # type: ignore[type-
     return calls
 
 
-def save(path: Path, calls: list[tuple]) -> None:  # type: ignore[type-arg]
+def save(path: Path, calls: list[Call]) -> None:
     """Arrays and JSON in one ``.npz`` (no pickle): each data set once, each call by reference."""
     index: dict[int, int] = {}
     arrays: dict[str, np.ndarray] = {}
@@ -54,10 +57,10 @@ def save(path: Path, calls: list[tuple]) -> None:  # type: ignore[type-arg]
     np.savez_compressed(path, calls=np.array(json.dumps(rows)), **arrays)
 
 
-def load(path: Path) -> list[tuple]:  # type: ignore[type-arg]
+def load(path: Path) -> list[Call]:
     with np.load(path, allow_pickle=False) as f:
         trials: dict[int, Trials] = {}
-        calls = []
+        calls: list[Call] = []
         for tokens, k, optimizer, init, maxiter in json.loads(str(f["calls"])):
             if k not in trials:
                 trials[k] = Trials(f[f"X{k}"], f[f"y{k}"], frozenset(int(i) for i in f[f"held{k}"]))
