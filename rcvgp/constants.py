@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 import scipy.optimize as opt
@@ -48,6 +48,7 @@ class Trials:
         self.controlled = frozenset(controlled)
         self.mask = np.isfinite(self.y)
         self.y0 = np.where(self.mask, self.y, 0.0)
+        self.complete = bool(self.mask.all())  # the fits skip masking when every point was measured
         self.n_valid = self.mask.sum(axis=1)
         n = np.maximum(self.n_valid, 1)
         mean = self.y0.sum(axis=1) / n
@@ -118,42 +119,6 @@ def linear_constants(tokens: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(sorted(lin(node)))
 
 
-class _LeastSquares:
-    """Per-trial least squares on regressors G (K, m, p), masked: solves for coefficients and
-    projects other columns onto what G cannot express, from one factorisation.
-
-    Normal equations on unit-norm columns (so wildly different scales do not look
-    rank-deficient), a tiny ridge for duplicated terms, and one step of iterative refinement
-    to win back the precision the normal equations lose.
-    """
-
-    def __init__(self, G: np.ndarray, mask: np.ndarray) -> None:
-        self.mask = None if mask.all() else mask  # checked once: solve runs every LM iteration
-        if self.mask is not None:
-            G = np.where(mask[..., None], G, 0.0)
-        norms = np.sqrt((G * G).sum(axis=1))
-        norms[~(np.isfinite(norms) & (norms > 0))] = 1.0
-        self.norms = norms
-        self.G = G / norms[:, None, :]
-        self.GT = self.G.transpose(0, 2, 1)
-        A = self.GT @ self.G
-        A += 1e-12 * np.eye(A.shape[-1])
-        self.inverse = np.linalg.inv(A)
-
-    def solve(self, target: np.ndarray) -> np.ndarray:
-        """Coefficients (K, p) that fit target (K, m) best."""
-        if self.mask is not None:
-            target = np.where(self.mask, target, 0.0)
-        t = target[..., None]
-        coef = self.inverse @ (self.GT @ t)
-        coef += self.inverse @ (self.GT @ (t - self.G @ coef))
-        return coef[..., 0] / self.norms
-
-    def project(self, J: np.ndarray) -> np.ndarray:
-        """J (K, m, P) minus its least-squares fit by G's columns."""
-        return J - self.G @ (self.inverse @ (self.GT @ J))
-
-
 def _kwarg_for_seed(fn: object) -> str:
     params = inspect.signature(fn).parameters  # type: ignore[arg-type]
     return "rng" if "rng" in params else "seed"
@@ -191,127 +156,159 @@ def fit_constants(
         return FitResult(trials.losses(pred), np.zeros((K, 0)), 1)
     lin = list(linear_constants(tokens))
     nonlin = [k for k in range(n_consts) if k not in set(lin)]
-    consts = np.zeros((K, n_consts))
-    if nonlin:
-        if init is None:
-            consts[:, nonlin] = 1.0
-        else:
-            consts[:, nonlin] = np.broadcast_to(np.asarray(init, dtype=float), consts.shape)[:, nonlin]
-        if optimizer == "LM":
-            problem = _Projected(tokens, trials, lin, nonlin)
-            theta, losses, linear = _levenberg_marquardt(problem, consts[:, nonlin].copy(), maxiter)
-            consts[:, nonlin] = theta
-            if np.isfinite(losses).all():
-                # LM's last accepted point is the fit: evaluating it again was a sixth of a
-                # search's tree evaluations.
-                consts[:, lin] = linear
-                return FitResult(losses, consts, problem.n_evals)
-            n_evals = problem.n_evals
-        elif optimizer in _GLOBAL:
+    theta = np.ones((K, len(nonlin)))
+    if init is not None:
+        theta[:] = np.broadcast_to(np.asarray(init, dtype=float), (K, n_consts))[:, nonlin]
+    problem = _Projected(tokens, trials, lin, nonlin)
+    n_evals = 0
+    if not nonlin:
+        # The tree is affine in its constants: one evaluation solves them.
+        end = problem.point(theta, np.zeros((K, len(lin))))
+        losses, linear = end.losses, end.linear
+    elif optimizer == "LM":
+        theta, losses, linear = _levenberg_marquardt(problem, theta, maxiter)
+    else:
+        if optimizer in _GLOBAL:
             # Global optimisers scale badly with dimension: one search per trial.
-            n_evals = 0
             for k in range(K):
-                one = trials.subset(k)
-                problem = _Projected(tokens, one, lin, nonlin)
-                theta, used = _minimise(problem, consts[k, nonlin], optimizer, rng, maxiter)
-                consts[k, nonlin] = theta
+                one = _Projected(tokens, trials.subset(k), lin, nonlin)
+                theta[k], used = _minimise(one, theta[k], optimizer, rng, maxiter)
                 n_evals += used
         else:
-            problem = _Projected(tokens, trials, lin, nonlin)
-            theta, n_evals = _minimise(problem, consts[:, nonlin].ravel(), optimizer, rng, maxiter)
-            consts[:, nonlin] = theta.reshape(K, len(nonlin))
-    else:
-        n_evals = 0
-    if lin:
-        consts[:, lin] = _linear_part(tokens, trials, consts, lin)[0]
-        n_evals += 1
-    # The program with derivatives w.r.t. the linear (else nonlinear) constants is compiled
-    # already; compiling one for the value alone would cost more than those derivatives.
-    pred, _ = evaluate_with_grad(tokens, trials.X, consts, lin or nonlin)
-    return FitResult(trials.losses(pred), consts, n_evals + 1)
+            flat, _ = _minimise(problem, theta.ravel(), optimizer, rng, maxiter)
+            theta = flat.reshape(K, len(nonlin))
+        end = problem.solved(theta)
+        losses, linear = end.losses, end.linear
+    consts = np.empty((K, n_consts))
+    consts[:, nonlin] = theta
+    consts[:, lin] = linear
+    return FitResult(losses, consts, n_evals + problem.n_evals)
 
 
-def _linear_part(
-    tokens: tuple[str, ...], trials: Trials, consts: np.ndarray, lin: Sequence[int]
-) -> tuple[np.ndarray, _LeastSquares | None]:
-    """The least-squares values of the linear constants (K, p), and the solver of their
-    regressors (None when the tree is not finite on the data)."""
-    base = consts.copy()
-    base[:, lin] = 0.0
-    h, grads = evaluate_with_grad(tokens, trials.X, base, lin)
-    G = np.stack(grads, axis=-1)
-    with np.errstate(all="ignore"):
-        if not (np.isfinite(np.where(trials.mask, h, 0.0)).all() and np.isfinite(G).all()):
-            return np.zeros((trials.n_trials, len(lin))), None
-        try:
-            solver = _LeastSquares(G, trials.mask)
-        except np.linalg.LinAlgError:
-            return np.zeros((trials.n_trials, len(lin))), None
-        return solver.solve(trials.y0 - h), solver
+class _LeastSquares:
+    """Per-trial least squares on the rows of G (K, p, m), zero at masked points: fits a target
+    by G's rows and projects other rows onto what G cannot express, from one factorisation.
+
+    Normal equations on unit-norm rows (so wildly different scales do not look rank-deficient),
+    a tiny ridge for duplicated terms, and one step of iterative refinement to win back the
+    precision the normal equations lose.
+    """
+
+    def __init__(self, G: np.ndarray) -> None:
+        norms = np.sqrt(np.einsum("kpm,kpm->kp", G, G))
+        norms[~(np.isfinite(norms) & (norms > 0))] = 1.0
+        self.norms = norms
+        self.G = G / norms[..., None]
+        self.GT = self.G.transpose(0, 2, 1)
+        A = self.G @ self.GT
+        A += 1e-12 * np.eye(A.shape[-1])
+        self.inverse = np.linalg.inv(A)
+
+    def fit(self, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Coefficients (K, p) of the best fit of target (K, m) by G's rows, and the residual (K, m)."""
+        left = target[..., None]
+        coef = np.zeros((*self.norms.shape, 1))
+        for _ in range(2):
+            more = self.inverse @ (self.G @ left)
+            coef += more
+            left = left - self.GT @ more
+        return coef[..., 0] / self.norms, left[..., 0]
+
+    def project(self, J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """J (K, P, m) minus its least-squares fit by G's rows, and the coefficients (K, P, p) of that fit."""
+        coef = (J @ self.GT) @ self.inverse
+        return J - coef @ self.G, coef / self.norms[:, None, :]
+
+
+class _Point(NamedTuple):
+    """The projected problem at one point, per trial: NMSE (K,) (inf where the tree or its
+    derivatives are not finite), Gauss-Newton matrix J'J (K, P, P) and gradient J'r (K, P) of the
+    nonlinear constants with the linear ones projected out, the linear constants solved (K, p), and
+    how they move with the nonlinear ones to first order (K, P, p)."""
+
+    losses: np.ndarray
+    A: np.ndarray
+    g: np.ndarray
+    linear: np.ndarray
+    slope: np.ndarray
 
 
 class _Projected:
-    """The objective over the nonlinear constants of all K trials, linear ones projected out."""
+    """The objective over the nonlinear constants of all K trials, linear ones projected out.
+
+    Residuals and derivatives are weighted so that a trial's sum of squares is its NMSE, and laid
+    out (K, constants, m): every reduction runs along the contiguous last axis.
+    """
 
     def __init__(self, tokens: tuple[str, ...], trials: Trials, lin: list[int], nonlin: list[int]) -> None:
         self.tokens, self.trials, self.lin, self.nonlin = tokens, trials, lin, nonlin
-        K = trials.n_trials
-        self.consts = np.zeros((K, len(lin) + len(nonlin)))
+        self.every = tuple(lin + nonlin)  # one program, so one compile, serves every evaluation
+        self.consts = np.zeros((trials.n_trials, len(self.every)))
+        self.root = np.sqrt(1.0 / (np.maximum(trials.n_valid, 1) * trials.scale))[:, None, None]
         self.n_evals = 0
-        self.weights = 1.0 / (np.maximum(trials.n_valid, 1) * trials.scale)  # (K,): losses are NMSEs
-        self.last: tuple[np.ndarray, _LeastSquares | None, np.ndarray] | None = None
 
-    def _residuals(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, _LeastSquares | None]:
-        """At ``theta`` (K, P), the linear constants solved: residuals (K, m) and Jacobian
-        w.r.t. the nonlinear constants (K, m, P), both masked, and the linear constants' solver."""
-        trials = self.trials
-        consts = self.consts
+    def point(self, theta: np.ndarray, linear: np.ndarray) -> _Point:
+        """One evaluation at nonlinear constants ``theta`` (K, P) and linear ones ``linear`` (K, p).
+
+        The tree is affine in its linear constants, so this one evaluation gives their
+        regressors, and so their solution and the loss there, exactly; only the Jacobian is taken
+        at ``linear`` rather than at the solution (exact when they coincide, see ``solved``).
+        """
+        trials, consts, p = self.trials, self.consts, len(self.lin)
         consts[:, self.nonlin] = theta
-        solver = None
-        if self.lin:
-            consts[:, self.lin], solver = _linear_part(self.tokens, trials, consts, self.lin)
-            self.n_evals += 1
-        pred, grads = evaluate_with_grad(self.tokens, trials.X, consts, self.nonlin)
+        consts[:, self.lin] = linear
+        pred, grads = evaluate_with_grad(self.tokens, trials.X, consts, self.every)
         self.n_evals += 1
         with np.errstate(all="ignore"):
-            r = np.where(trials.mask, pred - trials.y0, 0.0)
-            J = np.where(trials.mask[..., None], np.stack(grads, axis=-1), 0.0)
-        return r, J, solver
+            M = np.stack([*grads, pred - trials.y0], axis=1)
+            if not trials.complete:
+                M = np.where(trials.mask[:, None, :], M, 0.0)
+            M *= self.root
+            ok = np.isfinite(M).all(axis=(1, 2)) & np.isfinite(consts).all(axis=1)
+            if not ok.all():
+                M[~ok] = 0.0  # so the failed trials cannot spoil the others' linear algebra
+            G, J, r = M[:, :p], M[:, p:-1], M[:, -1]
+            linear = np.array(linear, dtype=float)
+            slope = np.zeros((len(theta), theta.shape[1], p))
+            if p:
+                try:
+                    solver = _LeastSquares(G)
+                except np.linalg.LinAlgError:
+                    ok[:] = False
+                else:
+                    coef, r = solver.fit(r)
+                    linear -= coef
+                    J, fitted = solver.project(J)
+                    slope = -fitted  # the linear constants move to cancel what G's rows absorb of a step
+            A = J @ J.transpose(0, 2, 1)
+            g = (J @ r[..., None])[..., 0]
+            losses = np.einsum("km,km->k", r, r)
+            ok &= np.isfinite(losses) & np.isfinite(A).all(axis=(1, 2)) & np.isfinite(linear).all(axis=1)
+        return _Point(np.where(ok, losses, np.inf), A, g, linear, slope)
+
+    def solved(self, theta: np.ndarray) -> _Point:
+        """The exact point at ``theta`` (K, P): linear constants solved, Jacobian taken there."""
+        start = np.zeros((len(theta), len(self.lin)))
+        if not self.lin:
+            return self.point(theta, start)
+        return self.point(theta, self.point(theta, start).linear)
 
     def value_grad(self, theta_flat: np.ndarray) -> tuple[float, np.ndarray]:
-        trials, K = self.trials, self.trials.n_trials
-        r, J, solver = self._residuals(theta_flat.reshape(K, len(self.nonlin)))
-        w = self.weights
-        with np.errstate(all="ignore"):
-            loss = float(((r * r).sum(axis=1) * w).sum())
-            g = 2.0 * np.einsum("km,kmp->kp", r, J) * w[:, None]
-        if not np.isfinite(loss) or not np.isfinite(g).all():
+        here = self.solved(theta_flat.reshape(self.trials.n_trials, len(self.nonlin)))
+        loss = float(here.losses.sum())
+        if not np.isfinite(loss) or not np.isfinite(here.g).all():
             return _PENALTY, np.zeros_like(theta_flat)
-        self.last = (J, solver, w)
-        return loss, g.ravel()
-
-    def projected_jacobian(self) -> np.ndarray:
-        """The Jacobian (K, m, P) of the last ``value_grad`` point with what the linear constants
-        can absorb projected out (Kaufman's variable projection), masked and unweighted."""
-        assert self.last is not None
-        J, solver, _ = self.last
-        if solver is None:
-            return J
-        with np.errstate(all="ignore"):
-            return solver.project(J)
+        return loss, 2.0 * here.g.ravel()
 
     def gauss_newton_inverse(self, theta_flat: np.ndarray) -> np.ndarray | None:
         """Inverse of the Gauss-Newton Hessian of the projected objective at ``theta_flat``
         (block diagonal over trials): BFGS started from it takes Gauss-Newton steps at once
         instead of feeling out the scale with identity steps."""
-        self.last = None
-        self.value_grad(theta_flat)
-        if self.last is None:
+        here = self.solved(theta_flat.reshape(self.trials.n_trials, len(self.nonlin)))
+        if not np.isfinite(here.losses).all():
             return None
-        J = self.projected_jacobian()
-        w = self.last[2]
         with np.errstate(all="ignore"):
-            H = 2.0 * w[:, None, None] * (J.transpose(0, 2, 1) @ J)
+            H = 2.0 * here.A
             P = H.shape[-1]
             H += (1e-8 * np.trace(H, axis1=1, axis2=2)[:, None, None] + 1e-300) * np.eye(P)
             try:
@@ -330,28 +327,6 @@ class _Projected:
         for k in range(K):
             out[k * P : (k + 1) * P, k * P : (k + 1) * P] = blocks[k]
         return out
-
-    def trial_losses(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-        """Per-trial loss (K,) at ``theta`` (K, P), with the weighted residuals (K, m) and the
-        weighted projected Jacobian (K, m, P). A trial that is not finite there has loss inf
-        and zeros in the arrays; if no trial is finite, the arrays are None."""
-        K = self.trials.n_trials
-        r, J, solver = self._residuals(theta)
-        w = self.weights
-        with np.errstate(all="ignore"):
-            root = np.sqrt(w)[:, None]
-            r = r * root
-            losses = (r * r).sum(axis=1)
-            ok = np.isfinite(losses) & np.isfinite(J).all(axis=(1, 2)) & np.isfinite(self.consts).all(axis=1)
-        if not ok.any():
-            return np.full(K, np.inf), None, None
-        self.last = (J, solver, w)
-        J = np.where(ok[:, None, None], self.projected_jacobian() * root[..., None], 0.0)
-        return np.where(ok, losses, np.inf), np.where(ok[:, None], r, 0.0), J
-
-    def linear_values(self) -> np.ndarray:
-        """The linear constants (K, p) solved at the last point evaluated."""
-        return self.consts[:, self.lin].copy()
 
     def value(self, theta_flat: np.ndarray) -> float:
         return self.value_grad(theta_flat)[0]
@@ -377,12 +352,12 @@ def _levenberg_marquardt(
 
     Sum-of-squares losses that can reach zero are what it is made for: near the optimum it takes
     Gauss-Newton steps (quadratic convergence, where BFGS crawls along the flat directions that
-    redundant constants make), far from it the damping keeps steps safe.
+    redundant constants make), far from it the damping keeps steps safe. A trial point is
+    evaluated at the linear constants of the trial's current point, not at its own (one
+    evaluation per step instead of two): its loss is exact, its Jacobian lags one step behind
+    the linear constants, which matters less and less as they settle.
     """
-    losses, r, J = problem.trial_losses(theta)
-    linear = problem.linear_values()
-    if r is None or J is None:
-        return theta, losses, linear
+    losses, A, g, linear, slope = problem.solved(theta)
     P = theta.shape[1]
     damping = np.full(len(theta), 1e-3)
     growth = np.full(len(theta), 2.0)
@@ -394,36 +369,33 @@ def _levenberg_marquardt(
         if done.all():
             break
         with np.errstate(all="ignore"):
-            JT = J.transpose(0, 2, 1)
-            g = (JT @ r[..., None])[..., 0]
-            A = JT @ J
             scale = np.maximum(scale, np.diagonal(A, axis1=1, axis2=2))
-            A = A + (damping[:, None] * scale)[..., None] * np.eye(P)
+            D = damping[:, None] * scale
             try:
-                step = np.linalg.solve(A, -g[..., None])[..., 0]
+                step = np.linalg.solve(A + D[..., None] * np.eye(P), -g[..., None])[..., 0]
             except np.linalg.LinAlgError:
-                step = -g / (damping[:, None] * scale)
-            predicted = (step * (damping[:, None] * scale * step - g)).sum(axis=1)
+                step = -g / D
+            predicted = (step * (D * step - g)).sum(axis=1)
         step[done | ~np.isfinite(step).all(axis=1)] = 0.0
-        new_losses, new_r, new_J = problem.trial_losses(theta + step)
-        better = (new_losses < losses) & ~done
+        new = problem.point(theta + step, linear + np.einsum("kqp,kq->kp", slope, step))
+        better = (new.losses < losses) & ~done
         with np.errstate(all="ignore"):
-            ratio = np.where(better, (losses - new_losses) / np.maximum(predicted, 1e-300), 0.0)
-            gain = np.where(better, (losses - new_losses) / np.maximum(losses, 1e-300), 0.0)
+            ratio = np.where(better, (losses - new.losses) / np.maximum(predicted, 1e-300), 0.0)
+            gain = np.where(better, (losses - new.losses) / np.maximum(losses, 1e-300), 0.0)
         # Nielsen's damping update: shrink by up to 10x after a step the model predicted well,
         # grow ever faster after failed steps.
         shrink = np.maximum(1 / 10, 1 - (2 * np.minimum(ratio, 1.0) - 1) ** 3)
         damping = np.where(better, damping * shrink, damping * growth)
         growth = np.where(better, 2.0, growth * 2.0)
-        if new_r is not None and new_J is not None and better.any():
+        if better.any():
             theta = np.where(better[:, None], theta + step, theta)
-            linear = np.where(better[:, None], problem.linear_values(), linear)
-            r = np.where(better[:, None], new_r, r)
-            J = np.where(better[:, None, None], new_J, J)
-            losses = np.where(better, new_losses, losses)
+            linear = np.where(better[:, None], new.linear, linear)
+            A = np.where(better[:, None, None], new.A, A)
+            g = np.where(better[:, None], new.g, g)
+            slope = np.where(better[:, None, None], new.slope, slope)
+            losses = np.where(better, new.losses, losses)
         done |= (losses <= _CONVERGED) | (better & (gain < _STALL)) | (damping > 1e12)
     return theta, losses, linear
-
 
 
 def _minimise(

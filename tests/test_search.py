@@ -56,6 +56,7 @@ def test_simplify_gives_up_after_its_time_and_returns_the_expression() -> None:
     x0, x1 = sympy.symbols("x0 x1", real=True)
     expr = sympy.sin(x0) ** 2 + sympy.cos(x0) ** 2 + x1
     previous = signal.getsignal(signal.SIGALRM)
+    sympy.core.cache.clear_cache()  # warm from earlier tests, simplify can beat even this limit
     assert simplify(expr, seconds=1e-4) == expr
     assert signal.getsignal(signal.SIGALRM) is previous
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
