@@ -22,6 +22,7 @@ import scipy.optimize as opt
 
 from rcvgp.errors import ConfigError
 from rcvgp.evaluate import compile_tree, evaluate, evaluate_with_grad
+from rcvgp.metrics import scaled_moments
 
 __all__ = ["Trials", "FitResult", "fit_constants", "linear_constants", "BAD_LOSS"]
 
@@ -50,13 +51,11 @@ class Trials:
         self.y0 = np.where(self.mask, self.y, 0.0)
         self.complete = bool(self.mask.all())  # the fits skip masking when every point was measured
         self.n_valid = self.mask.sum(axis=1)
-        n = np.maximum(self.n_valid, 1)
-        mean = self.y0.sum(axis=1) / n
-        var = np.where(self.mask, (self.y0 - mean[:, None]) ** 2, 0.0).sum(axis=1) / n
-        power = (self.y0**2).sum(axis=1) / n
+        unit, var, power = scaled_moments(self.y, self.mask)
         # A trial whose y does not vary (the free variables do not matter) is judged by the
         # relative error instead, so the denominator never vanishes.
-        self.scale = np.where(var > 1e-12 * power, var, np.maximum(power, 1e-300))
+        #: (K,) what a trial's errors are measured in: its NMSE is the mean square of error / spread.
+        self.spread = unit * np.sqrt(np.where(var > 1e-12 * power, var, np.maximum(power, 1e-300)))
 
     @property
     def n_trials(self) -> int:
@@ -69,10 +68,10 @@ class Trials:
     def losses(self, prediction: np.ndarray) -> np.ndarray:
         """Per-trial NMSE of a prediction of shape (K, m); BAD_LOSS where it is not finite."""
         with np.errstate(all="ignore"):
-            r = np.where(self.mask, prediction - self.y0, 0.0)
-            mse = (r * r).sum(axis=1) / np.maximum(self.n_valid, 1)
+            r = np.where(self.mask, (prediction - self.y0) / self.spread[:, None], 0.0)
+            nmse = (r * r).sum(axis=1) / np.maximum(self.n_valid, 1)
             ok = np.isfinite(np.where(self.mask, prediction, 0.0)).all(axis=1)
-            return np.where(ok & np.isfinite(mse), mse / self.scale, BAD_LOSS)
+            return np.where(ok & np.isfinite(nmse), nmse, BAD_LOSS)
 
 
 @dataclass(frozen=True)
@@ -195,9 +194,14 @@ class _LeastSquares:
     """
 
     def __init__(self, G: np.ndarray) -> None:
+        # Each row by its largest entry first: a linear constant carrying y ~ 1e250 has a row
+        # ~ 1e-250 once weighted, and its squares would vanish.
+        big = np.abs(G).max(axis=-1)
+        big[~(np.isfinite(big) & (big > 0))] = 1.0
+        G = G / big[..., None]
         norms = np.sqrt(np.einsum("kpm,kpm->kp", G, G))
         norms[~(np.isfinite(norms) & (norms > 0))] = 1.0
-        self.norms = norms
+        self.norms = big * norms
         self.G = G / norms[..., None]
         self.GT = self.G.transpose(0, 2, 1)
         A = self.G @ self.GT
@@ -244,7 +248,7 @@ class _Projected:
         self.tokens, self.trials, self.lin, self.nonlin = tokens, trials, lin, nonlin
         self.every = tuple(lin + nonlin)  # one program, so one compile, serves every evaluation
         self.consts = np.zeros((trials.n_trials, len(self.every)))
-        self.root = np.sqrt(1.0 / (np.maximum(trials.n_valid, 1) * trials.scale))[:, None, None]
+        self.root = (1.0 / (np.sqrt(np.maximum(trials.n_valid, 1)) * trials.spread))[:, None, None]
         self.n_evals = 0
 
     def point(self, theta: np.ndarray, linear: np.ndarray) -> _Point:

@@ -12,7 +12,24 @@ from typing import Any
 import numpy as np
 import sympy
 
-__all__ = ["regression_metrics", "is_exact", "round_floats"]
+__all__ = ["regression_metrics", "is_exact", "round_floats", "scaled_moments"]
+
+
+def scaled_moments(y: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of ``y`` (..., m), over the points where ``mask`` is true: the largest |y| (1
+    where there is none), and the variance and mean square of y divided by it. Squaring y itself
+    overflows from |y| > 1e154 (a Feynman equation reaches 1e252), and an infinite variance
+    would make every prediction's NMSE 0."""
+    with np.errstate(all="ignore"):
+        y = np.where(mask, y, 0.0)
+        unit = np.abs(y).max(axis=-1)
+        unit = np.where(np.isfinite(unit) & (unit > 0), unit, 1.0)
+        u = y / unit[..., None]
+        n = np.maximum(mask.sum(axis=-1), 1)
+        mean = u.sum(axis=-1) / n
+        var = np.where(mask, (u - mean[..., None]) ** 2, 0.0).sum(axis=-1) / n
+        power = (u * u).sum(axis=-1) / n
+    return unit, var, power
 
 
 def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
@@ -24,15 +41,16 @@ def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, floa
     if y_true.size == 0:
         nan = float("nan")
         return {"mse": nan, "nmse": nan, "rmse": nan, "nrmse": nan, "r2": nan}
+    unit, var, _ = scaled_moments(y_true, np.ones(y_true.shape, dtype=bool))
     with np.errstate(all="ignore"):
         if not np.isfinite(y_pred).all():
-            mse = math.inf
+            mse = nmse = math.inf
         else:
             mse = float(np.mean((y_true - y_pred) ** 2))
-        var = float(np.var(y_true))
-        nmse = mse / var if var > 0 else (0.0 if mse == 0 else math.inf)
-    if not math.isfinite(mse):
-        mse = nmse = math.inf
+            scaled = float(np.mean(((y_true - y_pred) / unit) ** 2))
+            nmse = scaled / float(var) if var > 0 else (0.0 if scaled == 0 else math.inf)
+    if not math.isfinite(nmse):
+        nmse = math.inf
     return {
         "mse": mse,
         "nmse": nmse,

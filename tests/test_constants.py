@@ -224,3 +224,19 @@ def test_mixed_scale_inputs_fit_exactly() -> None:
     fit = fit_constants(("add", "mul", "c", "x0", "mul", "c", "x1"), Trials(X, y))
     assert np.all(fit.losses < 1e-20), fit.losses
     np.testing.assert_allclose(fit.constants, np.tile([4.0e-3, 9.0e-30], (2, 1)), rtol=1e-8)
+
+
+def test_losses_beyond_the_square_root_of_the_largest_double_still_tell_trees_apart() -> None:
+    """feynman/III.14.14 reaches y ~ 1e252: its variance is not a double, and dividing by an
+    infinite variance used to score every tree 0, right or wrong."""
+    rng = np.random.default_rng(11)
+    X = rng.uniform(1.0, 3.0, size=(3, 100, 1))
+    y = 1e250 * np.exp(X[..., 0])
+    trials = Trials(X, y)
+    right = fit_constants(("mul", "c", "exp", "x0"), trials)
+    wrong = fit_constants(("mul", "c", "x0"), trials)
+    assert np.all(right.losses < 1e-20), right.losses
+    assert np.all(wrong.losses > 1e-3) and np.all(np.isfinite(wrong.losses)), wrong.losses
+    np.testing.assert_allclose(right.constants, 1e250, rtol=1e-8)
+    small = Trials(X, y / 1e250)
+    np.testing.assert_allclose(trials.losses(1.01 * y), small.losses(1.01 * y / 1e250), rtol=1e-9)

@@ -37,6 +37,18 @@ def test_nmse_is_scale_free() -> None:
         assert regression_metrics(scale * y, scale * pred)["nmse"] == pytest.approx(base, rel=1e-9)
 
 
+def test_nmse_of_values_whose_squares_overflow() -> None:
+    """y ~ 1e200 (a Feynman equation reaches 1e252): NMSE is still the scale-free number, not
+    inf from an overflowing MSE nor 0 from an overflowing variance."""
+    rng = np.random.default_rng(2)
+    u = rng.uniform(1.0, 2.0, 200)
+    v = u + 0.1 * rng.standard_normal(200)
+    small = regression_metrics(u, v)
+    huge = regression_metrics(1e200 * u, 1e200 * v)
+    assert huge["nmse"] == pytest.approx(small["nmse"], rel=1e-9)
+    assert 0.01 < huge["nmse"] < 1 and huge["r2"] == pytest.approx(small["r2"], rel=1e-9)
+
+
 def test_unmeasured_points_are_ignored() -> None:
     y = np.array([1.0, np.nan, 3.0, 4.0, 2.0])
     pred = np.array([1.0, 123.0, 3.0, 5.0, 2.0])
