@@ -380,8 +380,10 @@ def _levenberg_marquardt(
             except np.linalg.LinAlgError:
                 step = -g / D
             predicted = (step * (D * step - g)).sum(axis=1)
-        step[done | ~np.isfinite(step).all(axis=1)] = 0.0
-        new = problem.point(theta + step, linear + np.einsum("kqp,kq->kp", slope, step))
+            step[done | ~np.isfinite(step).all(axis=1)] = 0.0
+            # Where these overflow, the trial point is not finite and fails.
+            moved, guess = theta + step, linear + np.einsum("kqp,kq->kp", slope, step)
+        new = problem.point(moved, guess)
         better = (new.losses < losses) & ~done
         with np.errstate(all="ignore"):
             ratio = np.where(better, (losses - new.losses) / np.maximum(predicted, 1e-300), 0.0)
@@ -392,7 +394,7 @@ def _levenberg_marquardt(
         damping = np.where(better, damping * shrink, damping * growth)
         growth = np.where(better, 2.0, growth * 2.0)
         if better.any():
-            theta = np.where(better[:, None], theta + step, theta)
+            theta = np.where(better[:, None], moved, theta)
             linear = np.where(better[:, None], new.linear, linear)
             A = np.where(better[:, None, None], new.A, A)
             g = np.where(better[:, None], new.g, g)
