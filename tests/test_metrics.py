@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -140,6 +141,18 @@ def test_is_exact_accepts_nonlinear_constants_that_round_to_whole_numbers(found:
     """A constant inside a function that rounds to 1 must compare equal to the truth's implicit 1
     (a fitted nonlinear constant is never exactly 1.0)."""
     assert is_exact(found, found.replace("1.0001*", "").replace("1.0*", "").replace("0.99999*", ""))
+
+
+def test_is_exact_on_values_whose_squares_overflow() -> None:
+    """feynman/III.14.14's truth reaches 1e252 on the comparison points: the judgement is the
+    same as at a small scale, with no overflow along the way."""
+    x0, x1 = sympy.symbols("x0 x1", positive=True)
+    truth = 1e250 * x0 * sympy.exp(x1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        assert not is_exact(1e250 * x0 * sympy.exp(1.1 * x1), truth)
+        assert not is_exact(1e250 * (x0 + x1), truth)
+        assert is_exact(1e250 * x0 * sympy.exp(x1), truth)
 
 
 def test_is_exact_matches_symbols_by_name() -> None:
