@@ -171,11 +171,10 @@ def fit_constants(
             # Global optimisers scale badly with dimension: one search per trial.
             for k in range(K):
                 one = _Projected(tokens, trials.subset(k), lin, nonlin)
-                theta[k], used = _minimise(one, theta[k], optimizer, rng, maxiter)
-                n_evals += used
+                theta[k] = _minimise(one, theta[k], optimizer, rng, maxiter)
+                n_evals += one.n_evals
         else:
-            flat, _ = _minimise(problem, theta.ravel(), optimizer, rng, maxiter)
-            theta = flat.reshape(K, len(nonlin))
+            theta = _minimise(problem, theta.ravel(), optimizer, rng, maxiter).reshape(K, len(nonlin))
         end = problem.solved(theta)
         losses, linear = end.losses, end.linear
     consts = np.empty((K, n_consts))
@@ -357,9 +356,9 @@ def _levenberg_marquardt(
     Sum-of-squares losses that can reach zero are what it is made for: near the optimum it takes
     Gauss-Newton steps (quadratic convergence, where BFGS crawls along the flat directions that
     redundant constants make), far from it the damping keeps steps safe. A trial point is
-    evaluated at the linear constants of the trial's current point, not at its own (one
-    evaluation per step instead of two): its loss is exact, its Jacobian lags one step behind
-    the linear constants, which matters less and less as they settle.
+    evaluated at the current linear constants moved by their first-order slope, not at its own
+    solved ones (one evaluation per step instead of two): its loss is exact, only its Jacobian is
+    taken slightly off the solution, which matters less and less as the constants settle.
     """
     losses, A, g, linear, slope = problem.solved(theta)
     P = theta.shape[1]
@@ -406,7 +405,8 @@ def _levenberg_marquardt(
 
 def _minimise(
     problem: _Projected, x0: np.ndarray, optimizer: str, rng: np.random.Generator | None, maxiter: int
-) -> tuple[np.ndarray, int]:
+) -> np.ndarray:
+    """The nonlinear constants a scipy optimiser finds from ``x0``; ``x0`` where it fails."""
     rng = rng if rng is not None else np.random.default_rng(0)
     bound = float(max(10.0, 10.0 * np.max(np.abs(x0))))
     bounds = [(-bound, bound)] * len(x0)
@@ -443,4 +443,4 @@ def _minimise(
     x = np.asarray(res.x, dtype=float)
     if not np.isfinite(x).all():
         x = x0
-    return x, problem.n_evals
+    return x
