@@ -6,7 +6,8 @@ top-level sum, alone or as a factor) are solved exactly by least squares; only t
 an iterative optimiser, which then sees the problem with the linear ones projected out
 (variable projection). The K trials are fitted together: one vectorised evaluation per step
 serves all of them, and their objectives are independent sums, so the optimum is the same as
-fitting each alone. Derivatives come from forward-mode evaluation, not finite differences.
+fitting each alone. Derivatives come from the tree's generated code (reverse mode), not finite
+differences.
 """
 
 from __future__ import annotations
