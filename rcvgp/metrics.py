@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import sympy
 
+from rcvgp.timelimit import TimeUp, time_limit
+
 __all__ = ["regression_metrics", "is_exact", "round_floats", "scaled_moments"]
 
 
@@ -77,14 +79,20 @@ def _as_sympy(e: Any) -> sympy.Expr:
     return sympy.sympify(str(e))
 
 
-def is_exact(found: Any, truth: Any, digits: int = 3, rel: float = 1e-4) -> bool:
+#: Wall seconds the symbolic checks of :func:`is_exact` may take.
+EXACT_SECONDS = 20.0
+
+
+def is_exact(found: Any, truth: Any, digits: int = 3, rel: float = 1e-4, seconds: float = EXACT_SECONDS) -> bool:
     """SRBench's "symbolic solution": found - truth or found / truth simplifies to a constant
     once constants are compared at ``digits`` significant digits (symbols matched by name).
 
     Rounding alone misjudges a constant on a rounding boundary (0.31849999 vs 0.3185) and keeps
     fitted leftovers such as ``cos(x1 - 1.3e-6)``; so floats of ``found`` smaller than ``rel``
     times the truth's smallest constant count as 0, and a difference whose expanded
-    coefficients are all that small counts as none.
+    coefficients are all that small counts as none. sympy's simplify can run for hours on some
+    expressions (factoring inside trigsimp): the symbolic checks stop after ``seconds``, and
+    what they could not show equal in that time is judged not exact.
     """
     f, t = _unify(_as_sympy(found)), _unify(_as_sympy(truth))
     scale = min((abs(float(c)) for c in t.atoms(sympy.Float) if float(c) != 0), default=1.0)
@@ -93,30 +101,33 @@ def is_exact(found: Any, truth: Any, digits: int = 3, rel: float = 1e-4) -> bool
     # Tiny floats can also be a ratio of two tiny numbers that matters: 0/0 says so.
     f = f if _undefined(zeroed) else zeroed
     try:
-        # sympy's simplify can take minutes on a big wrong expression: settle most of those by
-        # evaluating first, and only expand (no simplify) big ones.
+        # Settle most wrong expressions by evaluating them, before any symbolic work.
         if _numerically_unlike(f, t):
             return False
-        if sympy.count_ops(f) > _MAX_SIMPLIFY_OPS:
-            difference = _expand(f - t)
-            return _constant(difference.xreplace(
-                {c: sympy.Integer(0) for c in difference.atoms(sympy.Float) if abs(float(c)) < tiny}
-            ))
-        if _constant(sympy.simplify(round_floats(f, digits) - round_floats(t, digits))):
-            return True
-        difference = _expand(f - t)
-        if _constant(difference.xreplace(
-            {c: sympy.Integer(0) for c in difference.atoms(sympy.Float) if abs(float(c)) < tiny}
-        )):
-            return True
-        if _same_terms(f, t, rel) or _same_cross_products(f, t, rel):
-            return True
-        if t == 0:
-            return False
-        ratio = sympy.simplify(round_floats(f, digits) / round_floats(t, digits))
-        return _constant(ratio) and ratio != 0
-    except (TypeError, ValueError, RecursionError, ZeroDivisionError):
+        with time_limit(seconds):
+            return _symbolically_equal(f, t, digits, tiny, rel)
+    except (TypeError, ValueError, RecursionError, ZeroDivisionError, TimeUp):
         return False
+
+
+def _symbolically_equal(f: sympy.Expr, t: sympy.Expr, digits: int, tiny: float, rel: float) -> bool:
+    """The symbolic checks of :func:`is_exact`, cheapest first; only small expressions are
+    simplified, big ones only expanded."""
+    difference = _expand(f - t)
+    if _constant(difference.xreplace(
+        {c: sympy.Integer(0) for c in difference.atoms(sympy.Float) if abs(float(c)) < tiny}
+    )):
+        return True
+    if sympy.count_ops(f) > _MAX_SIMPLIFY_OPS:
+        return False
+    if _same_terms(f, t, rel) or _same_cross_products(f, t, rel):
+        return True
+    if _constant(sympy.simplify(round_floats(f, digits) - round_floats(t, digits))):
+        return True
+    if t == 0:
+        return False
+    ratio = sympy.simplify(round_floats(f, digits) / round_floats(t, digits))
+    return _constant(ratio) and ratio != 0
 
 
 _MAX_SIMPLIFY_OPS = 80

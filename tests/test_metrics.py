@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import signal
 import warnings
 
 import numpy as np
@@ -134,6 +135,29 @@ def test_is_exact_accepts_equivalent_expressions(found: str, truth: str) -> None
 )
 def test_is_exact_rejects_different_expressions(found: str, truth: str) -> None:
     assert not is_exact(found, truth)
+
+
+def test_is_exact_gives_up_after_its_time_and_says_not_exact() -> None:
+    """sympy's simplify once ran for 17 minutes on a GP run's expression inside `rcvgp bench`,
+    so the run never finished. Equal only by sin**2 + cos**2 = 1, this pair needs simplify."""
+    found, truth = "sin(x0)**2 + cos(x0)**2 + x1", "x1 + 1"
+    previous = signal.getsignal(signal.SIGALRM)
+    sympy.core.cache.clear_cache()  # warm from earlier tests, simplify can beat even this limit
+    assert not is_exact(found, truth, seconds=1e-4)
+    assert signal.getsignal(signal.SIGALRM) is previous
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert is_exact(found, truth)
+
+
+def test_is_exact_ends_on_the_expression_that_hung_a_benchmark() -> None:
+    """GP's answer for livermore2/Vars4-5 (NMSE 4e-4, so no quick numeric rejection): sympy's
+    simplify of its difference from the truth did not end in 17 minutes."""
+    found = ("1.00041954810254*x0 + 0.000599721239694873*x3 + (0.00167148909947104*x1 + 0.0441049144862776)"
+             "/(x0*x1**2*(x3 + 0.106571991776551)**4 + 0.0630738011374792) + (-0.00514928067319539*x3"
+             "*(x2 - 10.1237202469593) - 0.01149475318913)/(0.0825324215024559*x0*x1**2*(x0 + x3)**4"
+             " + 0.292036969290248) - 0.027652707190145*sin(x3) - 0.000980449686508878")
+    truth = "x0 + sin(x1/(x0*x1**2*x3**2*(-3.22*x1*x3**2 + 13.91*x1*x3 + x2)/2 + x1))**2"
+    assert not is_exact(found, truth, seconds=2.0)
 
 
 @pytest.mark.parametrize("found", ["sin(1.0001*x0)", "sin(1.0*x0)", "x1*sin(0.99999*x0 + 1.0*x2)"])

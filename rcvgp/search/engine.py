@@ -8,13 +8,10 @@ and the stop rules. The methods in :mod:`rcvgp.search.racing` drive it.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
-import signal
-import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +25,7 @@ from rcvgp.metrics import regression_metrics, round_floats
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, check_reply, design_points, design_trials
 from rcvgp.search.base import Candidate, Progress, ProgressCallback, SearchConfig, SearchResult
+from rcvgp.timelimit import TimeUp, time_limit
 from rcvgp.tree import CONST_TOKEN, Expr, reopened
 
 __all__ = ["Lab", "Individual", "Run", "StopSearch"]
@@ -611,42 +609,13 @@ def summary_constants(constants: np.ndarray, eps: float) -> np.ndarray:
 SIMPLIFY_SECONDS = 5.0
 
 
-class _TimeUp(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: float) -> Iterator[None]:
-    """Raise :class:`_TimeUp` inside the block after ``seconds`` of wall time, where a timer
-    signal can be used (POSIX, main thread, no timer of the caller's running); else no limit."""
-    usable = (
-        hasattr(signal, "setitimer")
-        and threading.current_thread() is threading.main_thread()
-        and signal.getitimer(signal.ITIMER_REAL)[0] == 0
-    )
-    if not usable:
-        yield
-        return
-
-    def alarm(signum: int, frame: object) -> None:
-        raise _TimeUp
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def simplify(expr: sympy.Expr, max_ops: int = 60, seconds: float = SIMPLIFY_SECONDS) -> sympy.Expr:
     """sympy's simplify for small expressions, given up after ``seconds`` (24 operations of
     trigonometry took it 17 s, doing nothing); a cheap expansion for big ones."""
     try:
         if sympy.count_ops(expr) <= max_ops:
-            with _time_limit(seconds):
+            with time_limit(seconds):
                 return sympy.simplify(expr)
         return sympy.expand(expr)
-    except (TypeError, ValueError, RecursionError, _TimeUp):
+    except (TypeError, ValueError, RecursionError, TimeUp):
         return expr
