@@ -1,4 +1,4 @@
-"""Constant fitting: forward-mode gradients vs finite differences, the Gauss-Newton start, and
+"""Constant fitting: analytic gradients vs finite differences, the Gauss-Newton start, and
 Levenberg-Marquardt vs BFGS.
 
 Fits a few trees with nonlinear constants on K=5 control-variable trials of 256 points and
@@ -51,7 +51,7 @@ def main() -> None:
     X = design_trials(spec, [1], 5, 256, np.random.default_rng(0))
     variants = {
         "BFGS, finite differences": dict(jac=False, h0=False),
-        "BFGS, forward-mode gradient": dict(jac=True, h0=False),
+        "BFGS, analytic gradient": dict(jac=True, h0=False),
         "BFGS, gradient + Gauss-Newton start": dict(jac=True, h0=True),
         "Levenberg-Marquardt (LM, default)": dict(lm=True),
     }

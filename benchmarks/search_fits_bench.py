@@ -1,11 +1,13 @@
 """The fits a search really makes, timed: records every ``fit_constants`` call of racing runs on
-a few benchmark equations (seed 0), then fits the same trees on the same data again and prints
-the best of ``--repeats`` wall times. A whole search is no measure of fitting speed: any change
-in rounding, or in time under a cap, sends it down another path. To compare two checkouts,
-record once and replay the same file in both:
+a few benchmark equations (seed 0), then fits the same trees on the same data again. Prints the
+first pass (which compiles every tree, as the search does), the best of ``--repeats`` passes
+(warm: compiled code cached), the tree evaluations, and how many fits end below 1e-10, 1e-6
+and 1e-3. A whole search is no measure of fitting speed: any change in rounding, or in time
+under a cap, sends it down another path. To compare two checkouts, record once and replay the
+same file in both:
 
-    python benchmarks/search_fits_bench.py --calls fits.npz    # records into fits.npz, times
-    python benchmarks/search_fits_bench.py --calls fits.npz    # (other checkout) replays it
+    python benchmarks/search_fits_bench.py --calls fits.npz --fits a.npz                # records, times
+    python benchmarks/search_fits_bench.py --calls fits.npz --fits b.npz --against a.npz  # other checkout
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="time cap of each recorded run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--calls", type=Path, help="replay the fits in this file; record them into it if it does not exist")
+    parser.add_argument("--fits", type=Path, help="save each fit's fitness and evaluations (first pass) into this .npz")
+    parser.add_argument("--against", type=Path, help="compare each fit with those saved by --fits in another checkout")
     args = parser.parse_args()
     if args.calls is not None and args.calls.exists():
         calls = load(args.calls)
@@ -82,14 +86,30 @@ def main() -> None:
         if args.calls is not None:
             save(args.calls, calls)
     times = []
-    for _ in range(args.repeats):  # the first also compiles the trees, as the search did
+    fitness, evals = np.empty(len(calls)), np.empty(len(calls), dtype=int)
+    for _ in range(max(args.repeats, 1)):
         start = time.perf_counter()
-        for tokens, trials, optimizer, init, maxiter in calls:
-            fit_constants(tokens, trials, optimizer, np.random.default_rng(0), init, maxiter)
+        for i, (tokens, trials, optimizer, init, maxiter) in enumerate(calls):
+            fit = fit_constants(tokens, trials, optimizer, np.random.default_rng(0), init, maxiter)
+            fitness[i], evals[i] = fit.fitness, fit.n_evals
         times.append(time.perf_counter() - start)
-    best = min(times)
-    print(f"{len(calls)} fits: best of {args.repeats} {best:.2f} s, "
-          f"{best / len(calls) * 1e3:.3f} ms per fit")
+    print(f"{len(calls)} fits, {evals.sum()} tree evaluations: first pass {times[0]:.2f} s "
+          f"(compiles every tree, as the search does), best of {len(times)} {min(times):.2f} s "
+          f"({min(times) / len(calls) * 1e3:.3f} ms per fit)")
+    print(_quality(fitness))
+    if args.fits is not None:
+        np.savez(args.fits, fitness=fitness, evals=evals)
+    if args.against is not None:
+        with np.load(args.against) as other:
+            before = other["fitness"]
+        if len(before) != len(fitness):
+            raise SystemExit(f"{args.against} holds {len(before)} fits, not {len(fitness)}: another --calls file")
+        print(f"against {args.against}: {_quality(before)}; better by more than 10% in "
+              f"{int(np.sum(fitness < 0.9 * before))} fits, worse in {int(np.sum(fitness > 1.1 * before))}")
+
+
+def _quality(fitness: np.ndarray) -> str:
+    return "fits below " + ", ".join(f"{t:g}: {int(np.sum(fitness < t))}" for t in (1e-10, 1e-6, 1e-3))
 
 
 if __name__ == "__main__":
