@@ -85,6 +85,12 @@ def main() -> None:
         calls = record(args.ids.split(","), args.seconds)
         if args.calls is not None:
             save(args.calls, calls)
+    before = None
+    if args.against is not None:
+        with np.load(args.against) as other:
+            before = other["fitness"]
+        if len(before) != len(calls):
+            raise SystemExit(f"{args.against} holds {len(before)} fits, not {len(calls)}: another --calls file")
     times = []
     fitness, evals = np.empty(len(calls)), np.empty(len(calls), dtype=int)
     for _ in range(max(args.repeats, 1)):
@@ -99,11 +105,7 @@ def main() -> None:
     print(_quality(fitness))
     if args.fits is not None:
         np.savez(args.fits, fitness=fitness, evals=evals)
-    if args.against is not None:
-        with np.load(args.against) as other:
-            before = other["fitness"]
-        if len(before) != len(fitness):
-            raise SystemExit(f"{args.against} holds {len(before)} fits, not {len(fitness)}: another --calls file")
+    if before is not None:
         print(f"against {args.against}: {_quality(before)}; better by more than 10% in "
               f"{int(np.sum(fitness < 0.9 * before))} fits, worse in {int(np.sum(fitness > 1.1 * before))}")
 
