@@ -175,8 +175,8 @@ def _program(tokens: tuple[str, ...], wrt: tuple[int, ...]) -> Program:
             grads[node.const] = adjoint  # type: ignore[index]
             return
         name, kids = node.op.name, node.children
-        if name in ("add", "sub", "neg"):
-            partials = ["1", "-1"] if name == "sub" else ["-1"] if name == "neg" else ["1", "1"]
+        if name in _SIGNS:
+            partials = _SIGNS[name]
         elif name == "mul":
             partials = [kids[1].value, kids[0].value]
         else:
@@ -196,6 +196,9 @@ def _program(tokens: tuple[str, ...], wrt: tuple[int, ...]) -> Program:
     exec(compile(source, "<rcvgp tree>", "exec"), scope)  # noqa: S102 - generated from the operator table only
     return scope["program"]  # type: ignore[return-value]
 
+
+#: The partial derivatives of the operators that only add and negate, w.r.t. each argument.
+_SIGNS = {"add": ["1", "1"], "sub": ["1", "-1"], "neg": ["-1"]}
 
 #: A name, a constant's column, a literal in parentheses or +-1: used as is, never assigned.
 _ATOM = re.compile(r"[A-Za-z_]\w*|C\[\d+\]|\([^()]*\)|-?1")

@@ -83,7 +83,9 @@ def _as_sympy(e: Any) -> sympy.Expr:
 EXACT_SECONDS = 20.0
 
 
-def is_exact(found: Any, truth: Any, digits: int = 3, rel: float = 1e-4, seconds: float = EXACT_SECONDS) -> bool:
+def is_exact(
+    found: Any, truth: Any, digits: int = 3, rel: float = 1e-4, seconds: float = EXACT_SECONDS
+) -> bool:
     """SRBench's "symbolic solution": found - truth or found / truth simplifies to a constant
     once constants are compared at ``digits`` significant digits (symbols matched by name).
 
@@ -97,7 +99,7 @@ def is_exact(found: Any, truth: Any, digits: int = 3, rel: float = 1e-4, seconds
     f, t = _unify(_as_sympy(found)), _unify(_as_sympy(truth))
     scale = min((abs(float(c)) for c in t.atoms(sympy.Float) if float(c) != 0), default=1.0)
     tiny = rel * min(scale, 1.0)
-    zeroed = f.xreplace({c: sympy.Integer(0) for c in f.atoms(sympy.Float) if abs(float(c)) < tiny})
+    zeroed = _without_tiny(f, tiny)
     # Tiny floats can also be a ratio of two tiny numbers that matters: 0/0 says so.
     f = f if _undefined(zeroed) else zeroed
     try:
@@ -113,10 +115,7 @@ def is_exact(found: Any, truth: Any, digits: int = 3, rel: float = 1e-4, seconds
 def _symbolically_equal(f: sympy.Expr, t: sympy.Expr, digits: int, tiny: float, rel: float) -> bool:
     """The symbolic checks of :func:`is_exact`, cheapest first; only small expressions are
     simplified, big ones only expanded."""
-    difference = _expand(f - t)
-    if _constant(difference.xreplace(
-        {c: sympy.Integer(0) for c in difference.atoms(sympy.Float) if abs(float(c)) < tiny}
-    )):
+    if _constant(_without_tiny(_expand(f - t), tiny)):
         return True
     if sympy.count_ops(f) > _MAX_SIMPLIFY_OPS:
         return False
@@ -131,6 +130,11 @@ def _symbolically_equal(f: sympy.Expr, t: sympy.Expr, digits: int, tiny: float, 
 
 
 _MAX_SIMPLIFY_OPS = 80
+
+
+def _without_tiny(expr: sympy.Expr, tiny: float) -> sympy.Expr:
+    """``expr`` with every float smaller than ``tiny`` in magnitude set to 0."""
+    return expr.xreplace({c: sympy.Integer(0) for c in expr.atoms(sympy.Float) if abs(float(c)) < tiny})
 
 
 def _numerically_unlike(f: sympy.Expr, t: sympy.Expr, rel: float = 0.05) -> bool:
