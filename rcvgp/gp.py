@@ -16,7 +16,9 @@ import numpy as np
 from rcvgp.operators import OPERATORS
 from rcvgp.tree import CONST_TOKEN, Expr, arity, is_var, subtree_end
 
-__all__ = ["Grammar", "random_tree", "random_term", "mutate", "crossover", "tournament", "simplify_tree"]
+__all__ = [
+    "Grammar", "random_tree", "random_term", "mutate", "crossover", "tournament", "simplify_tree", "deletions",
+]
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,19 @@ def simplify_tree(expr: Expr) -> Expr:
     if tuple(tokens) == expr.tokens:
         return expr
     return Expr(tuple(tokens), tuple(frozen))
+
+
+def deletions(expr: Expr) -> list[Expr]:
+    """Every tree made by replacing one editable operator's subtree with a constant (then
+    simplified), biggest subtree first; only those smaller than ``expr`` and with a variable left."""
+    ops = _editable(expr, ops_only=True)
+    ops.sort(key=lambda i: i - subtree_end(expr.tokens, i))
+    out = []
+    for i in ops:
+        child = simplify_tree(expr.replace(i, Expr((CONST_TOKEN,))))
+        if len(child) < len(expr) and child.variables and child not in out:
+            out.append(child)
+    return out
 
 
 def _editable(expr: Expr, leaves_only: bool = False, ops_only: bool = False) -> list[int]:

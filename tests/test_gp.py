@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rcvgp.gp import Grammar, crossover, mutate, random_term, random_tree, simplify_tree, tournament
+from rcvgp.gp import Grammar, crossover, deletions, mutate, random_term, random_tree, simplify_tree, tournament
 from rcvgp.oracle import CallableOracle, OracleSpec, Variable
 from rcvgp.operators import OPERATORS
 from rcvgp.search import SearchConfig
@@ -224,6 +224,19 @@ def test_simplify_tree_never_touches_frozen_nodes() -> None:
         out = simplify_tree(tree)
         assert _frozen_tokens(out) == _frozen_tokens(tree)
         assert _editable_subtrees_are_whole(out) and _well_formed(out)
+
+
+def test_deletions_make_one_editable_subtree_a_constant_biggest_first() -> None:
+    # c*x0 + c*cos(x0): the root would leave no variable; cos(x0) -> c gives c*x0 + c again
+    e = Expr(("add", "mul", "c", "x0", "mul", "c", "cos", "x0"))
+    assert [d.tokens for d in deletions(e)] == [
+        ("add", "mul", "c", "x0", "c"),
+        ("add", "c", "mul", "c", "cos", "x0"),
+    ]
+    # frozen nodes stay: only the editable sine's subtree can go
+    frozen = Expr(("add", "mul", "2.0", "x0", "sin", "x1"), (True, True, True, True, False, False))
+    assert [d.tokens for d in deletions(frozen)] == [("add", "mul", "2.0", "x0", "c")]
+    assert deletions(Expr(("mul", "c", "x0"), (True, True, True))) == []
 
 
 def test_tournament_picks_the_lowest_fitness_among_its_picks() -> None:

@@ -120,6 +120,28 @@ def test_freeze_does_nothing_unless_every_trial_fits(losses: list[float]) -> Non
     assert not out.settled
 
 
+def test_pruning_deletes_the_subtrees_an_exact_fit_does_not_need() -> None:
+    # with x1 and x2 held the law is x1*x0 + sin(x2): c*x0 + c, the cosine term fits to zero
+    run = Run("racing", oracle3(), SearchConfig(batch=16, n_trials=3), seed=0)
+    held = frozenset({1, 2})
+    bloated = Expr(("add", "add", "mul", "c", "x0", "mul", "c", "cos", "mul", "c", "x0", "c"))
+    ind = run.individual(bloated, held, (held,))
+    assert np.all(ind.fit.losses < 1e-20)
+    out = run.pruned(ind)
+    assert out.expr.tokens == ("add", "mul", "c", "x0", "c")
+    assert np.all(out.fit.losses < 1e-20)
+    assert (out.controlled, out.schedule) == (ind.controlled, ind.schedule)
+    # a fit that is not exact keeps every part: which of them the rest of the law needs is open
+    short = run.individual(Expr(("add", "mul", "c", "cos", "x0", "mul", "c", "sin", "x0")), held, (held,))
+    assert np.all(short.fit.losses > 1e-6)
+    assert run.pruned(short) is short
+    # so does an exact fit whose parts are all needed, and a frozen one
+    needed = run.individual(Expr(("add", "mul", "c", "x0", "c")), held, (held,))
+    assert run.pruned(needed) is needed
+    frozen = run.individual(Expr(bloated.tokens, (True,) * 3 + (False,) + (True,) * 8), held, (held,))
+    assert run.pruned(frozen).expr == frozen.expr
+
+
 # c0*x0 + c1*sin(x0) + c2, fitted on trials that hold x1 and x2
 POLY = Expr(("add", "add", "mul", "c", "x0", "mul", "c", "sin", "x0", "c"))
 

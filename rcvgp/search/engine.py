@@ -20,7 +20,7 @@ import sympy
 from rcvgp.constants import FitResult, Trials, fit_constants, linear_constants
 from rcvgp.errors import BudgetExhausted, ConfigError, OracleError
 from rcvgp.evaluate import evaluate
-from rcvgp.gp import Grammar, crossover, mutate, random_term, random_tree, tournament
+from rcvgp.gp import Grammar, crossover, deletions, mutate, random_term, random_tree, tournament
 from rcvgp.metrics import regression_metrics, round_floats
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, check_reply, design_points, design_trials
@@ -33,6 +33,9 @@ __all__ = ["Lab", "Individual", "Run", "StopSearch"]
 _SCREEN_ITERATIONS = 3
 #: Generations the last round goes on after its best tree fits exactly without getting smaller.
 _EXACT_PATIENCE = 3
+#: A tree with a subtree deleted gets its full fit only if its screen reaches this loss: a
+#: deletion that keeps an exact fit exact is near-exact from the parent's constants already.
+_PRUNE_SCREEN = 1e-6
 #: FreezeEquation's factoring: the trials' curves must be offsets and scales of one curve to
 #: within this fraction of their variance (exact fits are ~1e-30; a missing term is ~1e-3).
 _AFFINE_TOL = 1e-10
@@ -359,6 +362,26 @@ class Run:
         return elapsed + 2 * elapsed / rounds_done * (self.n_rounds - rounds_done) > cap
 
     # --- FreezeEquation and the schedule ---------------------------------------------------
+    def pruned(self, ind: Individual) -> Individual:
+        """An exact individual with every editable subtree its fit does not need made one constant.
+
+        Exact trees carry do-nothing parts (``c*x0*cos(x0)`` fitted to zero, say); once frozen,
+        they could never be removed, they slow every later fit and take up the room
+        (``max_size``) that the variables freed later need. Others are returned as they are."""
+        trials = self.lab.cached_trials(ind.controlled)
+        if trials is None or not np.all(ind.fit.losses <= EXACT_LOSS):
+            return ind
+        shrunk = True
+        while shrunk:
+            shrunk = False
+            for child in deletions(ind.expr):
+                init = inherited_constants(ind.expr, ind.fit.constants, child)
+                fit = self.fit(child, trials, threshold=_PRUNE_SCREEN, init=init)
+                if np.all(fit.losses <= EXACT_LOSS):
+                    ind, shrunk = dataclasses.replace(ind, expr=child, fit=fit), True
+                    break
+        return ind
+
     def freeze(self, ind: Individual) -> Individual:
         """FreezeEquation: if every trial fits within eps_loss, freeze the structure except the
         summary constants (those whose value changes across trials); the standalone constants

@@ -2,7 +2,8 @@
 
 - ``racing``: Racing-CVGP (the paper's Algorithm 1). One pool per single free variable; each
   round refits on fresh trials, evolves, keeps the top ``population`` (the race: badly fitting
-  schedules die), freezes, then frees one more randomly drawn controlled variable per expression.
+  schedules die), prunes what exact fits do not need (:meth:`rcvgp.search.engine.Run.pruned`),
+  freezes, then frees one more randomly drawn controlled variable per expression.
   The summary constants of a frozen tree are expanded only into sub-expressions of the
   variables freed after it was frozen (see :meth:`rcvgp.search.engine.Run.freeze`).
 - ``cvgp``: the fixed schedule ({x1..xn-1}, {x2..xn-1}, ..., {}).
@@ -74,7 +75,7 @@ def _schedule_rounds(run: Run, pools: list[frozenset[int]], choose: Callable[[Ru
         advanced = []
         for ind in pop:
             controlled = frozenset() if rushed else ind.controlled - {choose(run, ind)}
-            advanced.append(_moved(run.freeze(ind), controlled))
+            advanced.append(_moved(run.freeze(run.pruned(ind)), controlled))
         pop = advanced
         r = run.n_rounds - 1 if rushed else r + 1
 
@@ -112,7 +113,7 @@ def cvgp_all(run: Run) -> None:
         pop = _rank(run.evolve(run.refit(pop), gens[depth], last))[: cfg.population]
         if last:
             return
-        frozen = [run.freeze(ind) for ind in pop]  # the same for every branch
+        frozen = [run.freeze(run.pruned(ind)) for ind in pop]  # the same for every branch
         for freed in sorted(pop[0].controlled):
             controlled = pop[0].controlled - {freed}
             branch([_moved(ind, controlled) for ind in frozen], depth + 1)
