@@ -18,7 +18,7 @@ from rcvgp.evaluate import evaluate
 from rcvgp.metrics import is_exact
 from rcvgp.oracle import CallableOracle, OracleSpec, Variable
 from rcvgp.search import METHODS, Progress, SearchConfig, SearchResult, run_search
-from rcvgp.search.engine import Individual, Run, inherited_constants, simplify, summary_constants
+from rcvgp.search.engine import Individual, Run, StopSearch, inherited_constants, simplify, summary_constants
 from rcvgp.simulate import SimulatedOracle
 from rcvgp.tree import Expr
 
@@ -140,6 +140,14 @@ def test_pruning_deletes_the_subtrees_an_exact_fit_does_not_need() -> None:
     assert run.pruned(needed) is needed
     frozen = run.individual(Expr(bloated.tokens, (True,) * 3 + (False,) + (True,) * 8), held, (held,))
     assert run.pruned(frozen).expr == frozen.expr
+
+
+def test_pruning_stops_at_the_time_cap() -> None:
+    run = Run("racing", oracle3(), SearchConfig(batch=16, n_trials=3, max_seconds=1e-9), seed=0)
+    held = frozenset({1, 2})
+    bloated = run.individual(Expr(("add", "add", "mul", "c", "x0", "mul", "c", "cos", "x0", "c")), held, (held,))
+    with pytest.raises(StopSearch, match="time"):
+        run.pruned(bloated)
 
 
 # c0*x0 + c1*sin(x0) + c2, fitted on trials that hold x1 and x2

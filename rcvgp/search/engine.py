@@ -377,6 +377,7 @@ class Run:
             for child in deletions(ind.expr):
                 init = inherited_constants(ind.expr, ind.fit.constants, child)
                 fit = self.fit(child, trials, threshold=_PRUNE_SCREEN, init=init)
+                self.check_time()
                 if np.all(fit.losses <= EXACT_LOSS):
                     ind, shrunk = dataclasses.replace(ind, expr=child, fit=fit), True
                     break
