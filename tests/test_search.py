@@ -396,7 +396,7 @@ def test_unmeasured_points_are_counted_not_fatal() -> None:
 
 def _held(X: np.ndarray, config: SearchConfig) -> frozenset[int]:
     """The variables held in every trial of one trials request."""
-    T = X.reshape(config.n_trials, config.batch, X.shape[1])
+    T = X.reshape(-1, config.batch, X.shape[1])
     return frozenset(j for j in range(X.shape[1]) if np.all(T[:, :, j] == T[:, :1, j]))
 
 
@@ -408,10 +408,12 @@ def test_one_set_of_trials_per_controlled_set_and_round() -> None:
         calls.append((len(reports), X.copy()))
         return law(X)
 
-    config = TINY.replace(generations=6, population=12, n_trials=3)  # 96 points: unlike validation/test
+    config = TINY.replace(generations=6, population=12, n_trials=3)  # 96 and 32 points: unlike validation/test
     result = run_search("racing", oracle3(counting), config, seed=2, progress=reports.append)
     assert result.requests == len(calls)
-    trial_calls = [(n, X) for n, X in calls if len(X) == config.n_trials * config.batch]
+    # K trials while a variable is held; one with none held, since K would be alike
+    trial_calls = [(n, X) for n, X in calls if len(X) in (config.n_trials * config.batch, config.batch)]
+    assert [len(X) for _, X in trial_calls if not _held(X, config)] == [config.batch]
     by_round: dict[int, list[frozenset[int]]] = {}
     for n_reports, X in trial_calls:
         # the calls made before the first report of round r belong to round r

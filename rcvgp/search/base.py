@@ -33,7 +33,7 @@ class SearchConfig:
     tournament: int = 2
     hall_of_fame: int = 25
     batch: int = 256  # m: points per control-variable trial
-    n_trials: int = 5  # K
+    n_trials: int = 5  # K, per controlled set; one trial when no variable is held
     p_mutate: float = 0.5
     p_mate: float = 0.5
     eps_loss: float = 1e-3  # FreezeEquation: every trial's NMSE <= this freezes the structure
