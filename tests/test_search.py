@@ -322,8 +322,19 @@ def test_a_capped_run_scores_only_the_structures_it_has_time_for() -> None:
 
 
 def test_too_small_budget_is_a_config_error_naming_max_points() -> None:
-    with pytest.raises(ConfigError, match="max_points"):
+    with pytest.raises(ConfigError, match="max_points.*one set of 2 trials"):
         run_search("racing", oracle3(), TINY.replace(max_points=TINY_MIN_POINTS - 1), seed=0)
+
+
+def test_gp_needs_a_budget_of_one_trial_not_one_set() -> None:
+    """GP holds no variable, so its first request is one trial: a budget too small for racing's
+    first set of trials still runs GP, and only one below a single trial is refused."""
+    one_trial = TINY_MIN_POINTS - 32  # the set of 2 trials of 32 points minus one trial
+    result = run_search("gp", oracle3(), TINY.replace(max_points=one_trial), seed=0)
+    assert result.points_measured <= one_trial
+    assert np.isfinite(result.nmse_test)
+    with pytest.raises(ConfigError, match="max_points.*one trial of 32"):
+        run_search("gp", oracle3(), TINY.replace(max_points=one_trial - 1), seed=0)
 
 
 def test_progress_callback_can_stop_the_search() -> None:

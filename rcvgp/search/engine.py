@@ -57,7 +57,9 @@ class Lab:
     spent budget still ends with a scored result.
     """
 
-    def __init__(self, oracle: DataOracle, config: SearchConfig, rng: np.random.Generator) -> None:
+    def __init__(
+        self, oracle: DataOracle, config: SearchConfig, rng: np.random.Generator, holds_variables: bool = True
+    ) -> None:
         self.oracle = oracle
         self.spec: OracleSpec = oracle.describe()
         self.config = config
@@ -67,10 +69,13 @@ class Lab:
         self.failed = 0
         self.reserve = config.batch + config.n_validation + config.n_test
         self._trials: dict[frozenset[int], Trials] = {}
-        if config.max_points is not None and config.max_points < self.reserve + config.batch * config.n_trials:
+        # The first request is one set of K trials, or a single trial if nothing is ever held.
+        first = config.n_trials if holds_variables and self.spec.n_vars > 1 else 1
+        if config.max_points is not None and config.max_points < self.reserve + config.batch * first:
+            trials = f"one set of {first} trials" if first > 1 else "one trial"
             raise ConfigError(
                 f"budget `max_points` = {config.max_points} is too small: a run needs at least "
-                f"{self.reserve + config.batch * config.n_trials} (one set of {config.n_trials} trials of "
+                f"{self.reserve + config.batch * first} ({trials} of "
                 f"{config.batch} points, plus {self.reserve} for the final fit, validation and test)"
             )
 
@@ -184,7 +189,7 @@ class Run:
         self.config = config
         self.seed = seed
         self.rng = np.random.default_rng(seed)
-        self.lab = Lab(oracle, config, self.rng)
+        self.lab = Lab(oracle, config, self.rng, holds_variables=method != "gp")
         self.spec = self.lab.spec
         self.n_vars = self.spec.n_vars
         ops = config.operators or self.spec.operators or DEFAULT_OPERATORS
