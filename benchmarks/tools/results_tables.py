@@ -2,14 +2,16 @@
 
     python benchmarks/tools/results_tables.py bench-results/runs.jsonl   (or the directory itself)
 
-Prints the summary table of `rcvgp bench` and one Markdown row per equation with every method's
-test NMSE, exact or not, and wall time side by side. "Exact" is judged again with the current
+Prints the summary table of `rcvgp bench`, one Markdown row per equation with every method's
+test NMSE, exact or not, and wall time side by side (one entry per seed, in seed order), and per
+group on how many runs racing took less wall time than cvgp on the same equation and seed. "Exact" is judged again with the current
 `rcvgp.metrics.is_exact`, so records written before a fix of the check read the same as new ones.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from rcvgp.bench import format_table, judge_exact, read_records, summarize
@@ -30,24 +32,50 @@ def main() -> None:
     print(format_table(summarize(records)))
     print("```\n")
     methods = [m for m in METHODS if any(r["method"] == m for r in records)]
-    by_id: dict[str, dict[str, dict]] = {}
-    for r in records:
-        by_id.setdefault(r["id"], {})[r["method"]] = r
+    by_id: dict[str, dict[str, list[dict]]] = {}
+    for r in sorted(records, key=lambda r: r["seed"]):
+        by_id.setdefault(r["id"], {}).setdefault(r["method"], []).append(r)
     print("| equation | " + " | ".join(methods) + " |")
     print("| --- |" + " --- |" * len(methods))
-    for bench_id, runs in by_id.items():
-        cells = []
-        for m in methods:
-            r = runs.get(m)
-            if r is None:
-                cells.append("-")
-                continue
-            nmse = "inf" if r.get("nmse_test") is None else f"{r['nmse_test']:.2g}"
-            mark = " exact" if r["exact"] else ""
-            capped = " (cap)" if r.get("timed_out") else ""
-            cells.append(f"{nmse}{mark}, {r['wall_seconds']:.0f} s{capped}")
+    for bench_id, runs in sorted(by_id.items(), key=lambda item: _natural(item[0])):
+        cells = [" / ".join(_cell(r) for r in runs[m]) if m in runs else "-" for m in methods]
         print(f"| `{bench_id}` | " + " | ".join(cells) + " |")
+    if "racing" in methods and "cvgp" in methods:
+        print()
+        for line in _faster(records, "racing", "cvgp"):
+            print(line)
 
+
+def _natural(bench_id: str) -> list:
+    """Sort key that puts `Vars4-9` before `Vars4-10`."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", bench_id)]
+
+
+def _cell(r: dict) -> str:
+    """One run: test NMSE, exact or not, wall time, and whether it hit the cap."""
+    nmse = "inf" if r.get("nmse_test") is None else f"{r['nmse_test']:.2g}"
+    mark = " exact" if r["exact"] else ""
+    capped = " (cap)" if r.get("timed_out") else ""
+    return f"{nmse}{mark}, {r['wall_seconds']:.0f} s{capped}"
+
+
+def _faster(records: list[dict], a: str, b: str) -> list[str]:
+    """Per group, on how many (equation, seed) pairs run by both methods ``a`` took less wall
+    time than ``b``, and both methods' summed wall time over those pairs."""
+    walls: dict[tuple[str, int], dict[str, float]] = {}
+    groups: dict[tuple[str, int], str] = {}
+    for r in records:
+        walls.setdefault((r["id"], r["seed"]), {})[r["method"]] = r["wall_seconds"]
+        groups[(r["id"], r["seed"])] = r["group"]
+    lines = []
+    for group in dict.fromkeys(groups.values()):
+        pairs = [w for key, w in walls.items() if groups[key] == group and a in w and b in w]
+        if pairs:
+            wins = sum(w[a] < w[b] for w in pairs)
+            sum_a, sum_b = sum(w[a] for w in pairs), sum(w[b] for w in pairs)
+            lines.append(f"- {group}: {a} took less wall time than {b} on {wins} of {len(pairs)} runs "
+                         f"(summed {sum_a:.0f} vs {sum_b:.0f} s)")
+    return lines
 
 if __name__ == "__main__":
     main()
