@@ -5,15 +5,20 @@ group and method, beside the paper's Racing-CVGP numbers).
 The work is :func:`rcvgp.bench.run_benchmark`: results go to ``--out`` (``runs.jsonl``, one line
 per finished run, which makes the command resumable: run it again and finished runs are skipped;
 then ``summary.json``, ``runs.csv`` and ``summary.csv``). Progress is one line per finished run
-on stderr. An unknown group, id or method is one line on stderr and exit status 2; Ctrl-C stops
-starting runs, keeps the finished ones, prints their table and exits with 130.
+on stderr. An unknown group, id or method is one line on stderr and exit status 2; Ctrl-C (or
+SIGTERM) stops starting runs, ends the running ones, keeps the finished ones, prints their table
+and exits with 130.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +42,8 @@ counted as timed out. Run the same command again to continue: finished runs are 
 is the same when its id, method, seed, noise, time cap and search settings are). To spread the
 runs over a cluster, call rcvgp.bench.run_benchmark with a Dask executor (benchmarks/README.md).
 
-exit status: 0 done, 2 bad flag or unknown group/id/method, 130 interrupted (finished runs kept)."""
+exit status: 0 done, 2 bad flag or unknown group/id/method, 130 interrupted by Ctrl-C or SIGTERM
+(finished runs kept)."""
 
 
 def register(subparsers: Any) -> None:
@@ -112,7 +118,8 @@ def run_bench(args: argparse.Namespace) -> int:
               file=sys.stderr, flush=True)
     interrupted = False
     try:
-        records = run_benchmark(tasks, None, out, show, jobs=args.jobs)
+        with _terminate_as_interrupt():
+            records = run_benchmark(tasks, None, out, show, jobs=args.jobs)
     except BenchmarkInterrupted as stop:
         records, interrupted = stop.records, True
     if args.per_equation and not args.json:
@@ -131,6 +138,25 @@ def run_bench(args: argparse.Namespace) -> int:
         print("rcvgp bench: interrupted; run the same command again to continue", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
     return int(ExitCode.OK)
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``kill``, ``timeout``, a batch scheduler) stops the benchmark as Ctrl-C does.
+    By default it would end this process alone: the workers would go on with their searches,
+    unseen, and the table of the finished runs would not be written."""
+    if not hasattr(signal, "SIGTERM") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _names(text: str) -> list[str]:
