@@ -223,14 +223,20 @@ def _undefined(e: sympy.Expr) -> bool:
     return bool(e.has(sympy.nan, sympy.zoo, sympy.oo, -sympy.oo))
 
 
+def _whole(value: float) -> bool:
+    """Whether ``value`` is a whole number up to floating-point rounding."""
+    return abs(value) < 1e15 and abs(value - round(value)) <= 1e-12 * max(1.0, abs(value))
+
+
 def _unify(e: sympy.Expr) -> sympy.Expr:
     """Plain symbols by name, so x0 (real) in one expression equals x0 in the other; numbers
     such as sqrt(2) or pi as floats, so a fitted 1.41421 can cancel against them; whole-number
-    floats as integers."""
+    floats, to rounding, as integers."""
     e = e.xreplace({s: sympy.Symbol(s.name) for s in e.free_symbols})
     # A whole-number float is that integer, so cos(1.0*x2 + 1.5708) expands over sin(x2)
-    # like the truth's terms (a found expression of sincos-3-2-2/5 carried that 1.0).
-    e = e.xreplace({f: sympy.Integer(int(f)) for f in e.atoms(sympy.Float) if float(f).is_integer() and abs(f) < 1e15})
+    # like the truth's terms (a found expression of sincos-3-2-2/5 carried that 1.0); so is one
+    # a few roundings off it (a fit of sincos-3-2-2/1 left sin(0.99999999999999978*x0 - 1.5708)).
+    e = e.xreplace({f: sympy.Integer(round(float(f))) for f in e.atoms(sympy.Float) if _whole(float(f))})
     return e.replace(
         lambda s: s.is_number and not s.is_Rational and not isinstance(s, sympy.Float),
         lambda s: sympy.Float(s.evalf()),

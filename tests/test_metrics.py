@@ -103,6 +103,10 @@ BONUS_19_FOUND = "(-4.81545e+42*x0 + x1**2*x2**2*(1.07158e+26*x3 - 5.35792e+25))
         # ... with a whole-number float inside (sincos-3-2-2/5 as a run returned it)
         ("0.7774*x0 - 0.5646*x1*sin(x0) - 0.8781*x2 - 0.7823*cos(x1)*cos(1.0*x2 + 1.5707963267948963) + 0.4612",
          "0.7774*x0 - 0.5646*x1*sin(x0) - 0.8781*x2 + 0.7823*sin(x2)*cos(x1) + 0.4612"),
+        # ... and with one a rounding below 1 (sincos-3-2-2/1 as a run returned it)
+        ("0.6098*x1*sin(1.0*x0 + 1.1102230246251565e-16) + 0.66*x2 - 0.5542*sin(x2)*cos(1.0*x1)"
+         " + 0.59320000000000006*sin(0.99999999999999978*x0 - 1.5707963267948957) + 0.1834999999999998",
+         "0.6098*x1*sin(x0) + 0.66*x2 - 0.5542*sin(x2)*cos(x1) - 0.5932*cos(x0) + 0.1835"),
         # the same once over one denominator (livermore2/Vars4-20 as a racing run returned it)
         ("(-0.480769*x2*x3 - 0.480769*x2 + (x2*(x3 + 1) + 2.08)*(x0 + x1 + 6.69077))/(x2*(x3 + 1) + 2.08)",
          "x0 + x1 + 6.21 + 1/(x2*x3 + x2 + 2.08)"),
