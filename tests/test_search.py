@@ -19,6 +19,7 @@ from rcvgp.metrics import is_exact
 from rcvgp.oracle import CallableOracle, OracleSpec, Variable
 from rcvgp.search import METHODS, Progress, SearchConfig, SearchResult, run_search
 from rcvgp.search.engine import Individual, Run, StopSearch, inherited_constants, simplify, summary_constants
+from rcvgp.search.racing import _split
 from rcvgp.simulate import SimulatedOracle
 from rcvgp.tree import Expr
 
@@ -306,8 +307,17 @@ def test_a_run_short_of_time_frees_every_held_variable_for_a_last_round(
     result = run_search(method, oracle3(), TINY.replace(generations=6), seed=0, progress=reports.append)
     assert result.stopped == "completed"
     assert len(result.best.schedule) == 2 and len(result.best.schedule[0]) == 2 and result.best.schedule[1] == ()
-    assert [p.round for p in reports] == [1, 1, 3, 3]  # round 2 skipped: 6 generations split over 3 rounds
+    # round 2 skipped; of 6 generations rounds 1, 2 and 3 get 2, 1 and 3
+    assert [p.round for p in reports] == [1, 1, 3, 3, 3]
     assert np.isfinite(result.nmse_test)
+
+
+def test_the_last_round_gets_half_the_generations() -> None:
+    assert _split(100, 4) == [17, 17, 16, 50]
+    assert _split(100, 2) == [50, 50]
+    assert _split(7, 1) == [7]
+    assert _split(3, 3) == [1, 1, 1]
+    assert _split(2, 4) == [1, 1, 1, 1]  # every round runs at least one generation
 
 
 def test_a_capped_run_scores_only_the_structures_it_has_time_for() -> None:

@@ -29,7 +29,7 @@ class SearchConfig:
 
     operators: tuple[str, ...] = ()
     population: int = 100
-    generations: int = 100  # in total, split over the rounds
+    generations: int = 100  # in total: half to the last round, the rest evenly over the others
     tournament: int = 2
     hall_of_fame: int = 25
     batch: int = 256  # m: points per control-variable trial

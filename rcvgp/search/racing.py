@@ -11,7 +11,9 @@
   per controlled set and shared by every branch that holds that set.
 - ``gp``: plain GP on one data set with no variable held.
 
-The ``generations`` budget is split evenly over the rounds. Under a time cap, racing and cvgp
+The ``generations`` budget is split over the rounds: half to the last round, the only one with
+no variable held and the one that yields the answer; the rest evenly over the others (an even
+split lost to plain GP on sincos-4-4-6: benchmarks/RESULTS.md). Under a time cap, racing and cvgp
 free every held variable at once when the rounds left would not fit in the time left, so a
 capped run still ends with expressions of every variable.
 """
@@ -30,8 +32,12 @@ __all__ = ["run_search", "racing_cvgp", "cvgp", "cvgp_all", "gp"]
 
 
 def _split(total: int, parts: int) -> list[int]:
-    base, extra = divmod(total, parts)
-    return [max(1, base + (1 if i < extra else 0)) for i in range(parts)]
+    """Generations per round: half of ``total`` for the last, the rest evenly over the others."""
+    if parts == 1:
+        return [total]
+    last = max(1, total // 2)
+    base, extra = divmod(total - last, parts - 1)
+    return [max(1, base + (1 if i < extra else 0)) for i in range(parts - 1)] + [last]
 
 
 def _guarded(run: Run, body: Callable[[Run], None]) -> SearchResult:
