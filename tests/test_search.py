@@ -288,21 +288,22 @@ def test_request_budget_ends_the_search_cleanly() -> None:
     assert result.requests <= 2 + 3  # plus the reserved final-fit, validation and test requests
 
 
-def test_short_of_time_compares_the_rounds_left_with_the_cap() -> None:
+def test_short_of_time_compares_the_generations_left_with_the_cap() -> None:
     run = Run("racing", oracle3(), TINY.replace(max_seconds=100.0), seed=0)
-    run.started -= 10.0  # one round took 10 s: two more at twice that pace end near 50 s
-    assert not run.short_of_time(1)
+    run.started -= 10.0  # 5 generations took 10 s: 10 more at twice that pace end near 50 s
+    assert not run.short_of_time(5, 10)
     run.config = run.config.replace(max_seconds=40.0)
-    assert run.short_of_time(1)
+    assert run.short_of_time(5, 10)
+    assert not run.short_of_time(10, 5)  # 10 s for 10 generations: 5 more end near 20 s
     run.config = run.config.replace(max_seconds=None)
-    assert not run.short_of_time(1)
+    assert not run.short_of_time(5, 10)
 
 
 @pytest.mark.parametrize("method", ["racing", "cvgp"])
 def test_a_run_short_of_time_frees_every_held_variable_for_a_last_round(
     method: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(Run, "short_of_time", lambda self, rounds_done: True)
+    monkeypatch.setattr(Run, "short_of_time", lambda self, done, left: True)
     reports: list[Progress] = []
     result = run_search(method, oracle3(), TINY.replace(generations=6), seed=0, progress=reports.append)
     assert result.stopped == "completed"

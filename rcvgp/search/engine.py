@@ -361,14 +361,15 @@ class Run:
         if self.past_cap():
             raise StopSearch("time")
 
-    def short_of_time(self, rounds_done: int) -> bool:
-        """Whether the rounds left would pass the time cap at twice the pace of the rounds done
-        (later rounds fit bigger trees on more free variables, so they are slower)."""
+    def short_of_time(self, generations_done: int, generations_left: int) -> bool:
+        """Whether the generations left would pass the time cap at twice the pace of those done
+        (later rounds fit bigger trees on more free variables, so they are slower). Counted in
+        generations, not rounds: the last round has half of them."""
         cap = self.config.max_seconds
         if cap is None:
             return False
         elapsed = time.perf_counter() - self.started
-        return elapsed + 2 * elapsed / rounds_done * (self.n_rounds - rounds_done) > cap
+        return elapsed + 2 * elapsed / generations_done * generations_left > cap
 
     # --- FreezeEquation and the schedule ---------------------------------------------------
     def pruned(self, ind: Individual) -> Individual:

@@ -14,7 +14,7 @@
 The ``generations`` budget is split over the rounds: half to the last round, the only one with
 no variable held and the one that yields the answer; the rest evenly over the others (an even
 split lost to plain GP on sincos-4-4-6: benchmarks/RESULTS.md). Under a time cap, racing and cvgp
-free every held variable at once when the rounds left would not fit in the time left, so a
+free every held variable at once when the generations left would not fit in the time left, so a
 capped run still ends with expressions of every variable.
 """
 
@@ -77,7 +77,7 @@ def _schedule_rounds(run: Run, pools: list[frozenset[int]], choose: Callable[[Ru
             break
         # Only the last round, with no variable held, yields expressions of every variable; a
         # run that would hit its time cap before it frees all held variables at once.
-        rushed = run.short_of_time(r + 1)
+        rushed = run.short_of_time(sum(gens[: r + 1]), sum(gens[r + 1 :]))
         advanced = []
         for ind in pop:
             controlled = frozenset() if rushed else ind.controlled - {choose(run, ind)}
