@@ -156,10 +156,13 @@ def test_ctrl_c_keeps_finished_runs_and_starts_no_more(tmp_path: Path) -> None:
 
     with ThreadPoolExecutor(1) as pool, pytest.raises(BenchmarkInterrupted) as stop:
         run_benchmark(tasks, pool, tmp_path, interrupt)
-    assert [r["id"] for r in stop.value.records] == ["sincos-3-2-2/1"]
-    assert len(read_records(tmp_path / RUNS_NAME)) == 1
+    ids = [r["id"] for r in stop.value.records]
+    # The second run is kept only if it got past its last generation before the stop reached
+    # it (a run that finishes in the meantime is a finished run); the third never starts.
+    assert ids in (["sincos-3-2-2/1"], ["sincos-3-2-2/1", "sincos-3-2-2/2"])
+    assert len(read_records(tmp_path / RUNS_NAME)) == len(ids)
     assert json.loads((tmp_path / "summary.json").read_text())["interrupted"] is True
-    assert pending_tasks(tasks, tmp_path) == tasks[1:]
+    assert pending_tasks(tasks, tmp_path) == tasks[len(ids):]
 
 
 def test_bench_command_runs_in_processes_and_prints_the_table(tmp_path: Path,
