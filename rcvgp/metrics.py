@@ -226,10 +226,12 @@ def _undefined(e: sympy.Expr) -> bool:
 def _whole(value: float) -> bool:
     """Whether ``value`` is a whole number up to floating-point rounding. Near 0 only 0 is: a
     law's constants can be as small as 3.3e-57 (feynman/bonus.1)."""
-    nearest = round(value) if abs(value) < 1e15 else None
-    if not nearest:
-        return value == 0
-    return abs(value - nearest) <= 1e-12 * abs(value)
+    if value == 0:
+        return True
+    if not abs(value) < 1e15:  # nan and inf included
+        return False
+    nearest = round(value)
+    return nearest != 0 and abs(value - nearest) <= 1e-12 * abs(value)
 
 
 def _unify(e: sympy.Expr) -> sympy.Expr:

@@ -69,8 +69,8 @@ class Lab:
         self.failed = 0
         self.reserve = config.batch + config.n_validation + config.n_test
         self._trials: dict[frozenset[int], Trials] = {}
-        # The first request is one set of K trials, or a single trial if nothing is ever held.
-        first = config.n_trials if holds_variables and self.spec.n_vars > 1 else 1
+        # The first request is one set of trials: a single trial if nothing is ever held.
+        first = self.n_trials(holds_variables and self.spec.n_vars > 1)
         if config.max_points is not None and config.max_points < self.reserve + config.batch * first:
             trials = f"one set of {first} trials" if first > 1 else "one trial"
             raise ConfigError(
@@ -83,16 +83,19 @@ class Lab:
         """Forget this round's trials: the next request for a controlled set measures anew."""
         self._trials.clear()
 
+    def n_trials(self, holding: bool) -> int:
+        """Trials per set: K while a variable is held; one with none held, where K trials would
+        be K samples of one experiment (one fits about as well in 13-25% less time,
+        benchmarks/RESULTS.md)."""
+        return self.config.n_trials if holding else 1
+
     def trials(self, controlled: frozenset[int]) -> Trials:
         """The K trials of this round for a controlled set (one if no variable is held), measured
         on first use."""
         found = self._trials.get(controlled)
         if found is None:
             cfg = self.config
-            # With no variable held, K trials would be K samples of one experiment: one serves,
-            # and the last round fits about as well in 13-25% less time (benchmarks/RESULTS.md).
-            n_trials = cfg.n_trials if controlled else 1
-            X = design_trials(self.spec, controlled, n_trials, cfg.batch, self.rng)
+            X = design_trials(self.spec, controlled, self.n_trials(bool(controlled)), cfg.batch, self.rng)
             flat, y = self.measure(X.reshape(-1, self.spec.n_vars))
             found = Trials(flat.reshape(X.shape), y.reshape(X.shape[:2]), controlled)
             self._trials[controlled] = found

@@ -56,7 +56,7 @@ def test_sigterm_ends_the_workers_and_writes_the_table(tmp_path: Path) -> None:
         assert len(workers) == 2, proc.communicate(timeout=60)
         time.sleep(2.0)  # into the searches, which take about 20 s each
         proc.send_signal(signal.SIGTERM)
-        stdout, stderr = proc.communicate(timeout=60)
+        _, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
