@@ -72,13 +72,14 @@ SUMMARY_CSV_NAME = "summary.csv"
 #: The fields of a run record, in the order of ``runs.csv``.
 RECORD_FIELDS = (
     "id", "group", "method", "seed", "nmse_test", "exact", "points", "requests", "points_failed",
-    "wall_seconds", "stopped", "timed_out", "expression", "schedule", "noise", "time_cap", "settings",
+    "wall_seconds", "cpu_seconds", "stopped", "timed_out", "expression", "schedule", "noise", "time_cap",
+    "settings",
 )  # fmt: skip
 
 #: The fields of a summary row, in the order of ``summary.csv``.
 SUMMARY_FIELDS = (
     "group", "method", "n", "nmse_median", "nmse_q75", "exact_rate", "n_exact", "wall_median",
-    "points_median", "timed_out", "errors", "paper_median", "paper_q75",
+    "cpu_median", "points_median", "timed_out", "errors", "paper_median", "paper_q75",
 )  # fmt: skip
 
 #: Racing-CVGP's median and 75%-quantile test NMSE per group, as the paper prints them.
@@ -239,10 +240,12 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         ``seed``, ``nmse_test`` (on fresh test points, no variable held; ``None`` when the
         expression is not finite there, which summaries count as infinite), ``exact``,
         ``points`` (measured), ``requests``, ``points_failed``, ``wall_seconds`` (of the
-        search), ``stopped`` (``completed``, ``budget``, ``time`` or ``interrupted``),
-        ``timed_out``, ``expression``, ``schedule`` (the chosen expression's held variables
-        round by round, ending with ``[]``; a run short of time skips rounds), ``noise``,
-        ``time_cap`` and ``settings``.
+        search), ``cpu_seconds`` (the CPU time of the search's thread: unlike wall time, it does
+        not grow when runs share cores, so it compares runs made under different loads),
+        ``stopped`` (``completed``, ``budget``, ``time`` or ``interrupted``), ``timed_out``,
+        ``expression``, ``schedule`` (the chosen expression's held variables round by round,
+        ending with ``[]``; a run short of time skips rounds), ``noise``, ``time_cap`` and
+        ``settings``.
     """
     import numpy as np
 
@@ -255,8 +258,10 @@ def run_task(task: BenchTask) -> dict[str, Any]:
     noise_rng = np.random.default_rng([task.seed, 0x5EED])
     oracle = SimulatedOracle.from_benchmark(bench.id, noise=task.noise, seed=noise_rng)
     with oracle:
+        cpu_start = time.thread_time()
         result = run_search(task.method, oracle, task.search_config(), task.seed,
                             progress=lambda _p: _STOP.is_set())
+        cpu_seconds = time.thread_time() - cpu_start
     exact = judge_exact(result.best.sympy_expr, bench.id)
     nmse = float(result.test_metrics["nmse"])
     return {
@@ -270,6 +275,7 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         "requests": int(result.requests),
         "points_failed": int(result.points_failed),
         "wall_seconds": float(result.wall_seconds),
+        "cpu_seconds": cpu_seconds,
         "stopped": result.stopped,
         "timed_out": result.stopped == "time",
         "expression": result.best.expression,
@@ -422,7 +428,8 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     list of dict
         With the keys of :data:`SUMMARY_FIELDS`: ``n`` runs, ``nmse_median`` and ``nmse_q75``
         (the 75% quantile, linear interpolation as numpy's default), ``exact_rate`` and
-        ``n_exact``, ``wall_median`` (seconds), ``points_median``, ``timed_out`` and ``errors``
+        ``n_exact``, ``wall_median`` and ``cpu_median`` (seconds; ``None`` for CPU when no record
+        has it: records written before it was kept), ``points_median``, ``timed_out`` and ``errors``
         (counts), and the paper's Racing-CVGP ``paper_median`` / ``paper_q75`` for the group
         (``None`` when the paper has none).
     """
@@ -449,6 +456,8 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "exact_rate": n_exact / len(ok) if ok else None,
             "n_exact": n_exact,
             "wall_median": _quantile([float(r["wall_seconds"]) for r in ok], 0.5),
+            "cpu_median": _quantile([float(r["cpu_seconds"]) for r in ok if r.get("cpu_seconds") is not None],
+                                    0.5),
             "points_median": _quantile([float(r["points"]) for r in ok], 0.5),
             "timed_out": sum(bool(r.get("timed_out")) for r in ok),
             "errors": len(cells[(group, method)]) - len(ok),
@@ -461,8 +470,8 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The summary rows as an aligned text table (NMSE below 1e-6 printed ``<1e-6``, as the
     paper does), with the paper's Racing-CVGP median / 75% for the group in the last column."""
-    header = ("GROUP", "METHOD", "RUNS", "NMSE MEDIAN", "NMSE 75%", "EXACT", "WALL MEDIAN", "POINTS MEDIAN",
-              "TIMED OUT", "PAPER RACING-CVGP MEDIAN / 75%")
+    header = ("GROUP", "METHOD", "RUNS", "NMSE MEDIAN", "NMSE 75%", "EXACT", "WALL MEDIAN", "CPU MEDIAN",
+              "POINTS MEDIAN", "TIMED OUT", "PAPER RACING-CVGP MEDIAN / 75%")
     table = [header]
     for row in rows:
         n = int(row["n"])
@@ -473,12 +482,12 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
         table.append((
             str(row["group"]), str(row["method"]), runs,
             _nmse_text(row.get("nmse_median"), n), _nmse_text(row.get("nmse_q75"), n), exact,
-            "-" if row.get("wall_median") is None else f"{row['wall_median']:.1f} s",
+            _seconds(row.get("wall_median")), _seconds(row.get("cpu_median")),
             "-" if row.get("points_median") is None else f"{row['points_median']:,.0f}",
             str(row["timed_out"]), paper,
         ))
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    right = {2, 3, 4, 6, 7, 8}
+    right = {2, 3, 4, 6, 7, 8, 9}
     return "\n".join(
         "  ".join(cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(line, widths)))
         .rstrip()
@@ -625,6 +634,10 @@ def _quantile(values: Sequence[float], q: float) -> float | None:
 
 def _finite_or_none(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
 
 
 def _nmse_text(value: float | None, n: int) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,8 @@ TINY = {"population": 20, "generations": 4, "batch": 64}
 def record(group: str, method: str, nmse: float | None, exact: bool, wall: float, points: int,
            stopped: str = "completed") -> dict[str, Any]:
     return {"id": f"{group}/x", "group": group, "method": method, "seed": 0, "nmse_test": nmse, "exact": exact,
-            "points": points, "wall_seconds": wall, "stopped": stopped, "timed_out": stopped == "time"}
+            "points": points, "wall_seconds": wall, "cpu_seconds": wall / 2, "stopped": stopped,
+            "timed_out": stopped == "time"}
 
 
 def test_judge_exact_checks_against_the_catalog_truth() -> None:
@@ -68,6 +70,7 @@ def test_summarize_gives_medians_quantiles_and_exact_rate_per_group_and_method()
     assert racing["nmse_q75"] == pytest.approx(np.quantile([1e-8, 0.1, 0.2, 0.4], 0.75))
     assert racing["exact_rate"] == 0.5 and racing["n_exact"] == 2
     assert racing["wall_median"] == 25.0 and racing["points_median"] == 2500.0
+    assert racing["cpu_median"] == 12.5
     assert racing["timed_out"] == 1 and racing["errors"] == 0
     assert (racing["paper_median"], racing["paper_q75"]) == ("<1e-6", "<1e-6")
     assert gp["nmse_median"] is None and gp["nmse_q75"] is None  # median of (0.5, inf) is inf
@@ -88,6 +91,16 @@ def test_format_table_prints_tiny_nmse_as_the_paper_and_the_paper_column() -> No
     assert "NMSE MEDIAN" in header and "PAPER RACING-CVGP" in header
     assert row.split()[:3] == ["livermore2-n4", "racing", "1"]
     assert "<1e-6" in row and "1/1 (100%)" in row and "1,234,567" in row and "<1e-6 / 2.03e-3" in row
+    assert re.search(r"2\.0 s +1\.0 s +1,234,567", row)  # wall, then CPU
+
+
+def test_records_written_before_cpu_time_was_kept_summarise_without_it() -> None:
+    old = record("feynman-n4", "gp", 0.1, False, 3.0, 10)
+    del old["cpu_seconds"]
+    rows = summarize([old])
+    assert rows[0]["wall_median"] == 3.0 and rows[0]["cpu_median"] is None
+    row = format_table(rows).splitlines()[1]
+    assert re.search(r"3\.0 s +- +10 ", row)
 
 
 def test_tasks_are_checked_before_anything_runs() -> None:
@@ -118,6 +131,8 @@ def test_run_benchmark_saves_every_run_and_skips_finished_ones(tmp_path: Path) -
         assert set(r) == set(RECORD_FIELDS)
         assert r["group"] == "sincos-3-2-2" and r["seed"] == 0 and isinstance(r["exact"], bool)
         assert r["points"] > 0 and r["wall_seconds"] > 0 and r["stopped"] in ("completed", "time")
+        # the CPU time of the run's own thread: the other run, in the other thread, is not in it
+        assert 0 < r["cpu_seconds"] <= r["wall_seconds"] + 0.5
         assert r["timed_out"] == (r["stopped"] == "time") and r["settings"] == TINY and r["time_cap"] == 20.0
         assert r["nmse_test"] is None or math.isfinite(r["nmse_test"])
     # GP holds nothing; racing starts with one free variable and frees more until none is held

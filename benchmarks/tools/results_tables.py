@@ -4,7 +4,8 @@
 
 Prints the summary table of `rcvgp bench`, one Markdown row per equation with every method's
 test NMSE, exact or not, and wall time side by side (one entry per seed, in seed order), and per
-group on how many runs racing took less wall time than cvgp on the same equation and seed. "Exact" is judged again with the current
+group on how many runs racing took less time than cvgp on the same equation and seed (CPU time
+where the records have it). "Exact" is judged again with the current
 `rcvgp.metrics.is_exact`, so records written before a fix of the check read the same as new ones.
 """
 
@@ -60,22 +61,25 @@ def _cell(r: dict) -> str:
 
 
 def _faster(records: list[dict], a: str, b: str) -> list[str]:
-    """Per group, on how many (equation, seed) pairs run by both methods ``a`` took less wall
-    time than ``b``, and both methods' summed wall time over those pairs."""
-    walls: dict[tuple[str, int], dict[str, float]] = {}
-    groups: dict[tuple[str, int], str] = {}
+    """Per group, on how many (equation, seed) pairs run by both methods ``a`` took less time
+    than ``b``, and both methods' summed times over those pairs: CPU time when every record of
+    the group has it (wall time grows when runs share cores), else wall time."""
+    runs: dict[tuple[str, int], dict[str, dict]] = {}
     for r in records:
-        walls.setdefault((r["id"], r["seed"]), {})[r["method"]] = r["wall_seconds"]
-        groups[(r["id"], r["seed"])] = r["group"]
+        runs.setdefault((r["id"], r["seed"]), {})[r["method"]] = r
     lines = []
-    for group in dict.fromkeys(groups.values()):
-        pairs = [w for key, w in walls.items() if groups[key] == group and a in w and b in w]
-        if pairs:
-            wins = sum(w[a] < w[b] for w in pairs)
-            sum_a, sum_b = sum(w[a] for w in pairs), sum(w[b] for w in pairs)
-            lines.append(f"- {group}: {a} took less wall time than {b} on {wins} of {len(pairs)} runs "
-                         f"(summed {sum_a:.0f} vs {sum_b:.0f} s)")
+    for group in dict.fromkeys(r["group"] for r in records):
+        pairs = [(m[a], m[b]) for m in runs.values() if a in m and b in m and m[a]["group"] == group]
+        if not pairs:
+            continue
+        cpu = all(r.get("cpu_seconds") is not None for pair in pairs for r in pair)
+        field, kind = ("cpu_seconds", "CPU") if cpu else ("wall_seconds", "wall")
+        wins = sum(ra[field] < rb[field] for ra, rb in pairs)
+        sum_a, sum_b = sum(ra[field] for ra, _ in pairs), sum(rb[field] for _, rb in pairs)
+        lines.append(f"- {group}: {a} took less {kind} time than {b} on {wins} of {len(pairs)} runs "
+                     f"(summed {sum_a:.0f} vs {sum_b:.0f} s)")
     return lines
+
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,6 @@
 """``rcvgp bench``: run benchmark equations x methods x seeds in parallel processes and print the
-paper's table (median and 75% test NMSE, exact-recovery rate, median wall time and points per
-group and method, beside the paper's Racing-CVGP numbers).
+paper's table (median and 75% test NMSE, exact-recovery rate, median wall and CPU time and
+points per group and method, beside the paper's Racing-CVGP numbers).
 
 The work is :func:`rcvgp.bench.run_benchmark`: results go to ``--out`` (``runs.jsonl``, one line
 per finished run, which makes the command resumable: run it again and finished runs are skipped;
@@ -52,7 +52,7 @@ def register(subparsers: Any) -> None:
         "bench",
         help="reproduce the paper's benchmark tables (parallel runs, resumable)",
         description="Run benchmark equations x methods x seeds, each run in its own process, and print per "
-        "group and method: median and 75%% test NMSE, exact-recovery rate, median wall time and points.",
+        "group and method: median and 75%% test NMSE, exact-recovery rate, median wall and CPU time and points.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
