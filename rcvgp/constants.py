@@ -24,6 +24,7 @@ import scipy.optimize as opt
 from rcvgp.errors import ConfigError
 from rcvgp.evaluate import compile_tree, evaluate, evaluate_with_grad
 from rcvgp.metrics import scaled_moments
+from rcvgp.noisefloor import Floor, floor_levels
 
 __all__ = ["Trials", "FitResult", "fit_constants", "linear_constants", "BAD_LOSS"]
 
@@ -42,12 +43,25 @@ class Trials:
     y : ndarray of shape (K, m); NaN where the oracle could not measure
     controlled : frozenset of int
         The variables held within each trial.
+    noise_var : ndarray of shape (K, m), optional
+        The noise variance of each reading (None: noiseless), and
+    uncertainty : float
+        its relative uncertainty: together they set :attr:`floor`.
     """
 
-    def __init__(self, X: np.ndarray, y: np.ndarray, controlled: frozenset[int] = frozenset()) -> None:
+    def __init__(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        controlled: frozenset[int] = frozenset(),
+        noise_var: np.ndarray | None = None,
+        uncertainty: float = 0.0,
+    ) -> None:
         self.X = np.asarray(X, dtype=float)
         self.y = np.asarray(y, dtype=float)
         self.controlled = frozenset(controlled)
+        self.noise_var = None if noise_var is None else np.broadcast_to(np.asarray(noise_var, dtype=float), self.y.shape)
+        self.uncertainty = float(uncertainty)
         self.mask = np.isfinite(self.y)
         self.y0 = np.where(self.mask, self.y, 0.0)
         self.complete = bool(self.mask.all())  # the fits skip masking when every point was measured
@@ -57,6 +71,8 @@ class Trials:
         # relative error instead, so the denominator never vanishes.
         #: (K,) what a trial's errors are measured in: its NMSE is the mean square of error / spread.
         self.spread = unit * np.sqrt(np.where(var > 1e-12 * power, var, np.maximum(power, 1e-300)))
+        #: what the noise lets a fit reach on each trial (see :func:`rcvgp.noisefloor.floor_levels`)
+        self.floor: Floor = floor_levels(self.noise_var, self.mask, self.spread, self.uncertainty)
 
     @property
     def n_trials(self) -> int:
@@ -64,7 +80,8 @@ class Trials:
 
     def subset(self, k: int) -> Trials:
         """Trial ``k`` alone."""
-        return Trials(self.X[k : k + 1], self.y[k : k + 1], self.controlled)
+        noise = None if self.noise_var is None else self.noise_var[k : k + 1]
+        return Trials(self.X[k : k + 1], self.y[k : k + 1], self.controlled, noise, self.uncertainty)
 
     def losses(self, prediction: np.ndarray) -> np.ndarray:
         """Per-trial NMSE of a prediction of shape (K, m); BAD_LOSS where it is not finite."""
@@ -75,18 +92,37 @@ class Trials:
             return np.where(ok & np.isfinite(nmse), nmse, BAD_LOSS)
 
 
+#: The floor of noiseless trials.
+_NO_NOISE = floor_levels(None, np.ones((1, 1), dtype=bool), np.ones(1), 0.0)
+
+
 @dataclass(frozen=True)
 class FitResult:
-    """Outcome of fitting a tree on K trials."""
+    """Outcome of fitting a tree on K trials, with the floor of those trials."""
 
     losses: np.ndarray  # (K,) NMSE per trial
     constants: np.ndarray  # (K, n_consts)
     n_evals: int  # tree evaluations the fit used
+    floor: Floor = _NO_NOISE
 
     @property
     def fitness(self) -> float:
         """Mean NMSE over the trials; inf if any trial failed."""
         return float(np.mean(self.losses)) if np.all(np.isfinite(self.losses)) else BAD_LOSS
+
+    @property
+    def score(self) -> float:
+        """What ranks fits: 0 when the mean loss cannot be told from a perfect fit's, else its
+        excess over what the noise alone gives (comparable across trials with other floors)."""
+        fitness = self.fitness
+        if fitness <= self.floor.mean_level:
+            return 0.0
+        return fitness - self.floor.mean_expected
+
+    @property
+    def at_floor(self) -> bool:
+        """Whether every trial's fit is as good as its data can tell."""
+        return bool(np.all(self.losses <= self.floor.level))
 
 
 @lru_cache(maxsize=65536)
@@ -153,7 +189,7 @@ def fit_constants(
     K = trials.n_trials
     if n_consts == 0:
         pred = evaluate(tokens, trials.X)
-        return FitResult(trials.losses(pred), np.zeros((K, 0)), 1)
+        return FitResult(trials.losses(pred), np.zeros((K, 0)), 1, trials.floor)
     lin = list(linear_constants(tokens))
     nonlin = [k for k in range(n_consts) if k not in set(lin)]
     theta = np.ones((K, len(nonlin)))
@@ -181,7 +217,7 @@ def fit_constants(
     consts = np.empty((K, n_consts))
     consts[:, nonlin] = theta
     consts[:, lin] = linear
-    return FitResult(losses, consts, n_evals + problem.n_evals)
+    return FitResult(losses, consts, n_evals + problem.n_evals, trials.floor)
 
 
 class _LeastSquares:

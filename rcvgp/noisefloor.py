@@ -1,0 +1,188 @@
+"""The noise floor: how noisy an oracle's readings are, and what loss a perfect model reaches.
+
+A reading is the law plus noise whose variance is ``absolute**2 + (relative * y)**2`` (an
+instrument's "0.5% of reading + 2 digits"). :func:`estimate_noise` fits that model to replicate
+readings (several set points, each measured a few times: only an active method can ask for
+them); an experiment may instead declare it. :func:`floor_levels` turns the model into what the
+search judges fits against: the NMSE the noise alone gives on each trial, and the loss below which
+a fit cannot be told from a perfect one with the points at hand. With no noise, that level is
+rounding (:data:`EXACT_LOSS`).
+
+(:class:`rcvgp.simulate.Noise` is something else: the noise a simulated oracle adds.)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EXACT_LOSS", "Z", "NoiseModel", "Floor", "estimate_noise", "floor_levels", "not_worse"]
+
+#: Losses below this are rounding (an exact fit of doubles gives 1e-30 or so).
+EXACT_LOSS = 1e-14
+#: Standard errors a difference must exceed before the data show it (about 1 in 700 one-sided).
+Z = 3.0
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """Measurement noise with variance ``absolute**2 + (relative * y)**2``.
+
+    ``dof`` is the degrees of freedom of the replicate readings behind an estimate (its relative
+    uncertainty in variance is about ``sqrt(2 / dof)``); None when the noise was declared, or
+    when there is none to estimate.
+    """
+
+    absolute: float = 0.0
+    relative: float = 0.0
+    dof: int | None = None
+    source: str = "declared"  # "declared" or "replicates"
+
+    def __post_init__(self) -> None:
+        for name in ("absolute", "relative"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"noise `{name}` must be a finite number >= 0, got {value!r}")
+
+    @property
+    def zero(self) -> bool:
+        return self.absolute == 0 and self.relative == 0
+
+    @property
+    def uncertainty(self) -> float:
+        """Relative standard deviation of the variance this model gives (0 when declared)."""
+        return math.sqrt(2.0 / self.dof) if self.dof else 0.0
+
+    def variance(self, y: np.ndarray) -> np.ndarray:
+        """The noise variance of readings ``y`` (any shape)."""
+        y = np.asarray(y, dtype=float)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self.absolute**2 + (self.relative * y) ** 2
+
+    def scaled(self, factor: float) -> NoiseModel:
+        """The same noise for readings multiplied by ``factor``."""
+        return NoiseModel(self.absolute * abs(factor), self.relative, self.dof, self.source)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"absolute": self.absolute, "relative": self.relative, "dof": self.dof, "source": self.source}
+
+
+def estimate_noise(y: np.ndarray) -> NoiseModel:
+    """Fit the noise model to replicate readings.
+
+    Parameters
+    ----------
+    y : ndarray of shape (n_points, n_repeats)
+        Row i holds the repeated readings at set point i; NaN where a reading failed.
+
+    The sample variance of each row is chi-squared about the model's variance at the row's mean;
+    the two coefficients are fitted (non-negative) by least squares weighted by the inverse
+    variance of each sample variance, re-weighted a few times.
+    """
+    from scipy.optimize import nnls
+
+    y = np.asarray(y, dtype=float)
+    ok = np.isfinite(y)
+    counts = ok.sum(axis=1)
+    use = counts >= 2
+    if not use.any():
+        return NoiseModel(source="replicates", dof=0)
+    y, ok, counts = y[use], ok[use], counts[use]
+    dof = counts - 1
+    mean = np.where(ok, y, 0.0).sum(axis=1) / counts
+    var = np.where(ok, (y - mean[:, None]) ** 2, 0.0).sum(axis=1) / dof
+    total = int(dof.sum())
+    pooled = float(np.sum(dof * var) / total)
+    if not pooled > 0:
+        return NoiseModel(0.0, 0.0, total, "replicates")
+    square = mean**2
+    columns = np.column_stack([np.ones_like(square), square])
+    norms = np.linalg.norm(columns, axis=0)
+    norms[norms == 0] = 1.0
+    model = np.full(len(var), pooled)
+    a, b = pooled, 0.0
+    for _ in range(5):
+        weight = np.sqrt(dof) / np.maximum(model, 1e-300 * pooled)
+        coef, _ = nnls(columns / norms * weight[:, None], var * weight)
+        a, b = coef / norms
+        model = a + b * square
+        if not (model > 0).all():
+            break
+    return NoiseModel(math.sqrt(max(a, 0.0)), math.sqrt(max(b, 0.0)), total, "replicates")
+
+
+@dataclass(frozen=True)
+class Floor:
+    """What the noise allows on one set of K trials.
+
+    ``expected`` (K,) is the NMSE a perfect model scores on each trial, from the noise alone;
+    ``level`` (K,) the loss below which a trial's fit cannot be told from a perfect one;
+    ``mean_expected`` and ``mean_level`` the same for the mean loss over the trials.
+    """
+
+    expected: np.ndarray
+    level: np.ndarray
+    mean_expected: float
+    mean_level: float
+
+
+def floor_levels(noise_var: np.ndarray | None, mask: np.ndarray, spread: np.ndarray, uncertainty: float) -> Floor:
+    """The :class:`Floor` of K trials.
+
+    Parameters
+    ----------
+    noise_var : ndarray of shape (K, m) or None
+        Noise variance of each reading, in the units of y (None: no noise).
+    mask : ndarray of shape (K, m)
+        The points that were measured.
+    spread : ndarray of shape (K,)
+        What each trial's errors are measured in (its NMSE is the mean square of error / spread).
+    uncertainty : float
+        Relative standard deviation of the noise variance itself.
+
+    A perfect model's loss on n points fluctuates by ``sqrt(2 / n)`` of its expected value, and
+    the expected value is known to ``uncertainty``: the level is :data:`Z` of both above it.
+    """
+    n = np.maximum(mask.sum(axis=1), 1)
+    K = len(n)
+    if noise_var is None:
+        expected = np.zeros(K)
+    else:
+        with np.errstate(all="ignore"):
+            expected = np.where(mask, noise_var, 0.0).sum(axis=1) / n / spread**2
+        expected = np.where(np.isfinite(expected), expected, 0.0)
+    level = EXACT_LOSS + expected * (1.0 + Z * np.sqrt(2.0 / n + uncertainty**2))
+    mean_expected = float(expected.mean())
+    mean_level = EXACT_LOSS + mean_expected * (1.0 + Z * math.sqrt(2.0 / n.sum() + uncertainty**2))
+    return Floor(expected, level, mean_expected, mean_level)
+
+
+def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise_var: np.ndarray) -> bool:
+    """Whether ``candidate``'s predictions of readings ``y`` are not distinguishably worse than
+    ``reference``'s: the rise in mean squared error is within :data:`Z` standard errors of what
+    the noise makes of their difference, or within rounding.
+
+    The standard error comes from the noise model, not from the spread of the squared errors,
+    so a candidate whose errors are rare but large cannot hide behind them, and with no noise
+    any rise beyond rounding counts.
+
+    Parameters
+    ----------
+    y, candidate, reference, noise_var : ndarray of shape (n_samples,)
+        Points where ``y`` is not finite are left out.
+    """
+    ok = np.isfinite(y)
+    y, candidate, reference, noise_var = y[ok], candidate[ok], reference[ok], noise_var[ok]
+    if y.size < 2 or not np.isfinite(candidate).all():
+        return False
+    unit = float(np.abs(y).max()) or 1.0  # scale-free: squares of y ~ 1e200 would overflow
+    with np.errstate(all="ignore"):
+        r_c, r_r = (y - candidate) / unit, (y - reference) / unit
+        rise = float(np.mean(r_c**2 - r_r**2))
+        delta = (candidate - reference) / unit
+        se = 2.0 * math.sqrt(float(np.mean(noise_var / unit**2 * delta**2)) / y.size)
+        rounding = EXACT_LOSS * float(np.var(y / unit))
+    return bool(rise <= Z * se + rounding)

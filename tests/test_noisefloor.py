@@ -1,0 +1,90 @@
+"""The noise floor: the noise model estimated from replicate readings, the floor and level of a set
+of trials, and the test of "not distinguishably worse"."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rcvgp.constants import Trials, fit_constants
+from rcvgp.noisefloor import EXACT_LOSS, NoiseModel, estimate_noise, floor_levels, not_worse
+
+
+def _replicates(std: callable, n_points: int = 64, repeats: int = 8, seed: int = 0) -> np.ndarray:  # type: ignore[valid-type]
+    rng = np.random.default_rng(seed)
+    truth = rng.uniform(1.0, 100.0, size=n_points)
+    return truth[:, None] + std(truth)[:, None] * rng.standard_normal((n_points, repeats))
+
+
+def test_additive_noise_is_estimated_from_replicates() -> None:
+    model = estimate_noise(_replicates(lambda y: np.full_like(y, 0.5)))
+    assert model.absolute == pytest.approx(0.5, rel=0.1)
+    assert model.relative < 0.002  # 0.002 * 100 is a fifth of the noise at the largest reading
+    assert model.dof == 64 * 7 and model.source == "replicates"
+    assert model.uncertainty == pytest.approx(np.sqrt(2 / 448))
+
+
+def test_noise_proportional_to_the_reading_is_estimated_as_relative() -> None:
+    model = estimate_noise(_replicates(lambda y: 0.01 * y))
+    assert model.relative == pytest.approx(0.01, rel=0.1)
+    assert model.absolute < 0.1  # the noise at the smallest reading is 0.01
+
+
+def test_noiseless_replicates_give_no_noise_and_failed_readings_are_left_out() -> None:
+    y = np.repeat(np.arange(1.0, 5.0)[:, None], 8, axis=1)
+    y[0, :7] = np.nan  # one reading left: says nothing about its spread
+    model = estimate_noise(y)
+    assert model.zero and model.dof == 3 * 7
+    assert estimate_noise(np.full((3, 8), np.nan)).zero
+
+
+def test_noise_model_variance_and_units() -> None:
+    model = NoiseModel(0.3, 0.02)
+    assert model.variance(np.array([0.0, 10.0])).tolist() == pytest.approx([0.09, 0.09 + 0.04])
+    kilo = model.scaled(1e-3)  # the same readings in thousands
+    assert kilo.absolute == pytest.approx(3e-4) and kilo.relative == 0.02
+    with pytest.raises(ValueError, match="absolute"):
+        NoiseModel(-1.0)
+
+
+def test_floor_is_what_the_noise_alone_scores_and_the_level_allows_for_chance() -> None:
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 1, size=(3, 400, 1))
+    truth = 2.0 * X[..., 0] + 1.0
+    y = truth + 0.1 * rng.standard_normal(truth.shape)
+    trials = Trials(X, y, noise_var=np.full(y.shape, 0.01))
+    # a perfect model scores the noise: NMSE = 0.01 / Var(y) per trial
+    assert trials.floor.expected == pytest.approx(0.01 / y.var(axis=1))
+    fit = fit_constants(("add", "mul", "c", "x0", "c"), trials)
+    assert fit.at_floor and fit.score == 0.0
+    assert np.all(fit.losses < trials.floor.level)
+    # a model that misses the slope is above it, by its excess over the noise
+    wrong = fit_constants(("add", "mul", "c", "n2", "x0", "c"), trials)
+    assert not wrong.at_floor and wrong.score == pytest.approx(wrong.fitness - trials.floor.mean_expected)
+    # without noise the level is rounding
+    plain = floor_levels(None, np.ones((2, 5), dtype=bool), np.ones(2), 0.0)
+    assert plain.level.tolist() == [EXACT_LOSS, EXACT_LOSS] and plain.mean_expected == 0.0
+
+
+def test_level_widens_with_the_uncertainty_of_the_noise_estimate() -> None:
+    mask = np.ones((1, 256), dtype=bool)
+    known = floor_levels(np.full((1, 256), 1.0), mask, np.ones(1), 0.0)
+    rough = floor_levels(np.full((1, 256), 1.0), mask, np.ones(1), 0.2)
+    assert known.expected == rough.expected == pytest.approx([1.0])
+    assert 1.0 < known.level[0] < rough.level[0]
+
+
+def test_not_worse_judges_a_difference_against_the_noise() -> None:
+    rng = np.random.default_rng(2)
+    x = rng.uniform(0, 1, 256)
+    truth = 3 * x + 1
+    noise = np.full(256, 0.1**2)
+    y = truth + 0.1 * rng.standard_normal(256)
+    assert not_worse(y, 3.005 * x + 1, truth, noise)  # far inside the noise
+    assert not not_worse(y, 3.3 * x + 1, truth, noise)  # a tenth of y's spread is visible
+    # with no noise, any difference beyond rounding counts, however few the points it shows on
+    exact = truth.copy()
+    rare = truth + np.where(np.arange(256) == 7, 1e-3, 0.0)
+    assert not not_worse(exact, rare, truth, np.zeros(256))
+    assert not_worse(exact, truth * (1 + 1e-12), truth, np.zeros(256))
+    assert not not_worse(exact, np.where(x > 0.5, np.inf, truth), truth, np.zeros(256))
