@@ -62,6 +62,8 @@ ORACLE_KINDS = ("catalog", "expression", "endpoint")
 #: Address schemes an endpoint may use (ZeroMQ transports).
 ENDPOINT_SCHEMES = ("tcp", "ipc", "inproc")
 
+#: ``search.noise_std: auto``: the search estimates the noise from replicate readings.
+AUTO = "auto"
 _TOP_KEYS = ("name", "oracle", "method", "operators", "seed", "search", "budget", "output")
 _ORACLE_KEYS = ("catalog", "expression", "variables", "endpoint", "noise", "latency", "fail_rate", "timeout",
                 "deadline", "server_key", "client_key")
@@ -150,6 +152,8 @@ class ExperimentConfig:
     def to_dict(self) -> dict[str, Any]:
         """The experiment in the file's own layout (what a resolved ``experiment.yaml`` holds)."""
         search = {k: getattr(self.search, k) for k in _SEARCH_KEYS}
+        if search.get("noise_std") is None:
+            search["noise_std"] = AUTO
         return {
             "name": self.name,
             "oracle": self.oracle.to_dict(),
@@ -275,6 +279,8 @@ def experiment_from_dict(
     settings: dict[str, Any] = {}
     search = ctx.mapping(top.get("search") or {}, "search", _SEARCH_KEYS, elsewhere=_SEARCH_ELSEWHERE)
     for key, value in search.items():
+        if key == "noise_std" and value == AUTO:
+            value = None  # estimated from replicate readings
         settings[key] = ctx.typed(value, f"search.{key}", _SEARCH_TYPES[key])
     if top.get("operators") is not None:
         ops = top["operators"]

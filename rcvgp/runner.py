@@ -57,6 +57,8 @@ SUMMARY_NAME = "summary.txt"
 EXPERIMENT_NAME = "experiment.yaml"
 _RUN_FILES = (JOURNAL_NAME, RESULT_NAME, SUMMARY_NAME, EXPERIMENT_NAME)
 _PRETTY_WIDTH = 100  # widest pretty-printed expression the summary shows
+_FRONT_SHOWN = 8  # entries of the Pareto front the summary lists
+_FRONT_WIDTH = 70
 
 
 @dataclass(frozen=True)
@@ -221,7 +223,10 @@ def run_experiment(
 
 
 def format_progress(p: Progress) -> str:
-    """One progress line: round, generation, best NMSE so far, points measured, elapsed time."""
+    """One progress line: round, generation, best NMSE so far, points measured, elapsed time;
+    or the search's note of why it stopped early."""
+    if p.message:
+        return f"[{p.method}] {p.message}  points {p.points:,} ({p.requests:,} requests)  {p.elapsed:.1f} s"
     rounds = f"round {p.round}/{p.n_rounds}" if p.round else "initial pools"
     return (
         f"[{p.method}] {rounds}  gen {p.generation}  best NMSE {_num(p.best_nmse)}  "
@@ -241,22 +246,28 @@ class ProgressPrinter:
 
     def __call__(self, p: Progress) -> None:
         now = time.monotonic()
-        if p.round != self._round or now - self._last >= self.min_interval:
+        if p.message or p.round != self._round or now - self._last >= self.min_interval:
             self._round = p.round
             self._last = now
             print(format_progress(p), file=self.stream, flush=True)
 
 
 def format_summary(data: dict[str, Any]) -> str:
-    """The readable summary of a ``result.json`` object: the expression pretty-printed, its
-    metrics, its schedule, the measurements spent and where the files are."""
-    lines = [f"rcvgp {data.get('method')} on {data.get('oracle')} (seed {data.get('seed')}): {data.get('stopped')}"]
+    """The readable summary of a ``result.json`` object: the law (pretty-printed when it fits),
+    its metrics, the noise, its schedule, the front it was chosen from, the measurements spent
+    and where the files are."""
+    stopped = str(data.get("stopped"))
+    not_run = data.get("rounds_not_run") or []
+    if not_run:
+        stopped += f" in round {data.get('rounds_run')} (round{'s' if len(not_run) > 1 else ''} "
+        stopped += f"{', '.join(map(str, not_run))} not run)"
+    lines = [f"rcvgp {data.get('method')} on {data.get('oracle')} (seed {data.get('seed')}): {stopped}", ""]
     pretty = str(data.get("pretty") or "")
-    if pretty and max(len(row) for row in pretty.splitlines()) <= _PRETTY_WIDTH:  # else the line below says it
-        lines.append("")
+    if pretty and max(len(row) for row in pretty.splitlines()) <= _PRETTY_WIDTH:
         lines.extend("    " + row for row in pretty.splitlines())
-    lines.append("")
-    lines.append(f"  expression   {data.get('expression')}")
+        lines.append("")
+    else:
+        lines.append(f"  law          {data.get('expression')}")
     if data.get("truth") is not None:
         exact = {True: "yes", False: "no"}.get(data.get("exact"), "unknown")  # type: ignore[arg-type]
         lines.append(f"  true law     {data['truth']}   (recovered exactly: {exact})")
@@ -265,10 +276,23 @@ def format_summary(data: dict[str, Any]) -> str:
         f"  test data    NMSE {_num(m.get('nmse'))}   R^2 {_num(m.get('r2'), '.6f')}   RMSE {_num(m.get('rmse'))}"
         f"   (fresh points, never seen by the search)"
     )
+    noise = _noise_text(data.get("noise"), data.get("output_unit") or "")
+    if noise:
+        lines.append(f"  noise        {noise}")
     schedule = data.get("schedule") or []
     if schedule:
         steps = [("held " + ", ".join(s)) if s else "none held" for s in schedule]
         lines.append("  schedule     " + " -> ".join(steps))
+    equations = data.get("equations") or []
+    for i, eq in enumerate(equations[:_FRONT_SHOWN]):
+        label = "front" if i == 0 else ""
+        mark = "   <- the law" if eq.get("chosen") else ""
+        text = str(eq.get("expression"))
+        if len(text) > _FRONT_WIDTH:
+            text = text[: _FRONT_WIDTH - 3] + "..."
+        lines.append(f"  {label:<11}  {eq.get('complexity'):>3} nodes  NMSE {_num(eq.get('nmse_validation')):>8}  {text}{mark}")
+    if len(equations) > _FRONT_SHOWN:
+        lines.append(f"  {'':<11}  ... {len(equations) - _FRONT_SHOWN} more in result.json (equations)")
     failed = data.get("points_failed") or 0
     lines.append(
         f"  measured     {data.get('points_measured', 0):,} points in {data.get('requests', 0):,} requests"
@@ -283,6 +307,22 @@ def format_summary(data: dict[str, Any]) -> str:
     if data.get("stopped") == "interrupted":
         lines.append("  (interrupted: this is the best expression so far; continue with --resume)")
     return "\n".join(lines)
+
+
+def _noise_text(noise: Any, unit: str) -> str:
+    """How the summary states the noise the search judged its fits against."""
+    if not isinstance(noise, dict):
+        return ""
+    absolute, relative = float(noise.get("absolute") or 0), float(noise.get("relative") or 0)
+    parts = []
+    if absolute:
+        parts.append(f"std {absolute:.3g}{(' ' + unit) if unit else ''}")
+    if relative:
+        parts.append(f"{100 * relative:.3g}% of the reading")
+    if noise.get("source") == "replicates":
+        how = f"from replicate readings ({noise.get('dof')} degrees of freedom)"
+        return f"{' + '.join(parts)}, estimated {how}" if parts else f"none found in replicate readings"
+    return f"{' + '.join(parts) if parts else 'none'} (declared)"
 
 
 def write_atomic(path: str | Path, text: str) -> None:
@@ -342,6 +382,7 @@ def _result_data(
         variables=names,
         sympy=sympy.srepr(found) if found is not None else None,
         pretty=_pretty(found, result.best.expression),
+        output_unit=spec.output.unit,
         exact=exact,
         truth=truth_text,
         journal={"path": str(output / JOURNAL_NAME), **stats.to_dict()},
@@ -375,7 +416,9 @@ def _pretty(expr: Any, fallback: str) -> str:
     if expr is None:
         return fallback
     try:
-        return str(sympy.pretty(sympy.N(expr, 6), use_unicode=False, wrap_line=False))
+        from rcvgp.metrics import round_floats
+
+        return str(sympy.pretty(round_floats(expr, 6), use_unicode=False, wrap_line=False))
     except Exception:  # noqa: BLE001 - a printer failure must not lose a result
         return fallback
 

@@ -120,17 +120,18 @@ def test_progress_and_summary_without_json(write_experiment, tmp_path, capsys, m
     assert main(["run", "exp.yaml"]) == 0
     captured = capsys.readouterr()
     assert "best NMSE" in captured.err and "points" in captured.err and "round" in captured.err
-    assert "expression" in captured.out and "schedule" in captured.out and "test data" in captured.out
+    assert "x0*x1" in captured.out and "schedule" in captured.out and "test data" in captured.out
+    assert "<- the law" in captured.out  # the front, with the entry the law came from
     assert "runs/tiny/result.json" in captured.out
 
 
 def test_discover_runs_a_catalog_oracle(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["discover", "--oracle", "sincos-3-2-2/1", "--seed", "2", "--budget-points", "2100",
+    assert main(["discover", "--oracle", "sincos-3-2-2/1", "--seed", "2", "--budget-points", "2400",
                  "--json", "--quiet"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["oracle"] == "sim:sincos-3-2-2/1" and data["seed"] == 2 and data["method"] == "racing"
-    assert isinstance(data["exact"], bool) and data["points_measured"] <= 2100
+    assert isinstance(data["exact"], bool) and data["points_measured"] <= 2400
     assert (tmp_path / "runs" / "sincos-3-2-2_1-racing-seed2" / "result.json").exists()
 
 
@@ -196,7 +197,7 @@ def test_a_run_killed_midway_resumes_to_the_same_result_measuring_nothing_twice(
     assert resumed.returncode == 0, resumed.stderr
     got = json.loads(resumed.stdout)
     for key in ("expression", "nmse_test", "test_metrics", "exact", "schedule", "points_measured", "requests",
-                "stopped", "hall_of_fame"):
+                "stopped", "equations"):
         assert got[key] == expected[key], key
     # Nothing measured twice: the journalled points were replayed, only the rest measured live.
     assert got["journal"]["replayed_points"] == journalled_points

@@ -91,7 +91,7 @@ def test_the_readme_commands_work_in_a_fresh_virtual_environment(tmp_path):
     main = subprocess.run(["bash", "-c", MAIN_COMMAND], cwd=repo, env=env, capture_output=True, text=True,
                           timeout=900)
     assert main.returncode == 0, main.stdout[-3000:] + main.stderr[-3000:]
-    assert "expression" in main.stdout and "schedule" in main.stdout
+    assert "true law" in main.stdout and "schedule" in main.stdout
     assert (repo / "examples" / "runs" / "quickstart" / "result.json").exists()
     assert "best NMSE" in main.stderr  # progress was shown
 

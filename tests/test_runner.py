@@ -33,6 +33,13 @@ def test_a_run_saves_result_summary_experiment_and_journal(write_experiment, tmp
     assert isinstance(data["exact"], bool) and data["truth"] == "x0*x1 + 2.5"
     assert data["oracle"] == "sim:tiny" and data["variables"] == ["x0", "x1"]
     assert data["schedule"][-1] == []  # the last round holds nothing
+    # the Pareto front, simplest first, each entry better on validation than every simpler one
+    front = data["equations"]
+    assert front and all({"complexity", "loss", "nmse_validation", "expression", "latex"} <= set(e) for e in front)
+    assert [e["complexity"] for e in front] == sorted({e["complexity"] for e in front})
+    assert all(a["nmse_validation"] > b["nmse_validation"] for a, b in zip(front, front[1:]))
+    assert sum(e["chosen"] for e in front) == 1
+    assert data["noise"]["source"] == "replicates" and data["noise"]["absolute"] == 0.0
     assert data["points_measured"] == report.result.points_measured > 0
     # every point the search used was journalled, none replayed
     assert data["journal"]["live_points"] == data["points_measured"] and data["journal"]["replayed_points"] == 0
@@ -40,7 +47,7 @@ def test_a_run_saves_result_summary_experiment_and_journal(write_experiment, tmp
     assert sum(r["shape"][0] for r in records) == data["points_measured"]
     assert load_experiment(out / "experiment.yaml").fingerprint() == report.config.fingerprint()
     summary = (out / "summary.txt").read_text()
-    assert data["expression"] in summary and "NMSE" in summary and "schedule" in summary
+    assert data["pretty"] in summary and "NMSE" in summary and "schedule" in summary
 
 
 def test_resuming_a_finished_run_replays_everything_and_measures_nothing(write_experiment):

@@ -8,9 +8,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rcvgp.errors import ConfigError
+from rcvgp.noisefloor import NoiseModel
 from rcvgp.operators import resolve_operators
 
-__all__ = ["METHODS", "OPTIMIZERS", "SearchConfig", "Progress", "Candidate", "SearchResult", "ProgressCallback"]
+__all__ = [
+    "METHODS", "OPTIMIZERS", "SELECTIONS", "SearchConfig", "Progress", "Candidate", "SearchResult", "ProgressCallback",
+]
 
 #: The searches, by the names experiment files and the CLI use.
 METHODS = ("racing", "cvgp", "cvgp-all", "gp")
@@ -18,13 +21,18 @@ METHODS = ("racing", "cvgp", "cvgp-all", "gp")
 #: Constant optimisers, by the names settings use (scipy.optimize under the hood).
 OPTIMIZERS = ("LM", "BFGS", "CG", "Nelder-Mead", "L-BFGS-B", "basinhopping", "shgo", "dual_annealing", "direct")
 
+#: How the law is chosen from the Pareto front (:mod:`rcvgp.search.choice`).
+SELECTIONS = ("parsimonious", "accuracy")
+
 
 @dataclass(frozen=True)
 class SearchConfig:
     """Settings of a search; the defaults are the paper's, except the optimiser (LM, not BFGS).
 
-    ``operators`` empty means "the oracle's hint, else the default set". Budgets of ``None``
-    are unlimited; a spent budget ends the search cleanly with the best expression so far.
+    ``operators`` empty means "the oracle's hint, else the default set". ``noise_std`` is the
+    standard deviation of a reading in y's units if known (0: noiseless); ``None`` has the search
+    estimate it from one batch of replicate readings. Budgets of ``None`` are unlimited; a spent
+    budget ends the search cleanly with the best expression so far.
     """
 
     operators: tuple[str, ...] = ()
@@ -36,7 +44,7 @@ class SearchConfig:
     n_trials: int = 5  # K, per controlled set; one trial when no variable is held
     p_mutate: float = 0.5
     p_mate: float = 0.5
-    eps_loss: float = 1e-3  # FreezeEquation: every trial's NMSE <= this freezes the structure
+    eps_loss: float = 1e-3  # FreezeEquation: every trial's NMSE <= this (or the noise floor) freezes it
     eps_const: float = 1e-3  # a constant whose relative spread over trials is <= this is standalone
     optimizer: str = "LM"  # the paper's is BFGS; LM fits exact trees to rounding (benchmarks/fit_bench.py)
     fit_iterations: int = 20  # optimiser iterations per fit inside GP; the final refit gets 10x
@@ -44,6 +52,8 @@ class SearchConfig:
     max_depth: int = 12
     n_validation: int = 256
     n_test: int = 256
+    noise_std: float | None = None  # std of a reading in y's units; None: estimate from replicates
+    selection: str = "parsimonious"  # or "accuracy": how the law is chosen from the front
     max_points: int | None = None
     max_requests: int | None = None
     max_seconds: float | None = None
@@ -64,6 +74,16 @@ class SearchConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value >= 0 or not math.isfinite(value):
                 raise ConfigError(f"search setting `{name}` must be a finite number >= 0, got {value!r}")
+        if self.noise_std is not None and (
+            isinstance(self.noise_std, bool) or not isinstance(self.noise_std, (int, float))
+            or not math.isfinite(self.noise_std) or self.noise_std < 0
+        ):
+            raise ConfigError(
+                f"search setting `noise_std` must be a standard deviation >= 0 in y's units, or `auto` "
+                f"to estimate it from replicate readings; got {self.noise_std!r}"
+            )
+        if self.selection not in SELECTIONS:
+            raise ConfigError(f"search setting `selection`: {self.selection!r} is not one of {', '.join(SELECTIONS)}")
         if self.optimizer not in OPTIMIZERS:
             import difflib
 
@@ -101,6 +121,7 @@ class Progress:
     points: int
     requests: int
     elapsed: float
+    message: str = ""  # a note to show with this report, e.g. why the search stops
 
 
 #: Called with each Progress; returning True asks the search to stop with the best so far.
@@ -109,33 +130,39 @@ ProgressCallback = Callable[[Progress], "bool | None"]
 
 @dataclass(frozen=True)
 class Candidate:
-    """One discovered expression, with the schedule of controlled sets that led to it."""
+    """One discovered expression in the oracle's units, with the schedule of controlled sets
+    that led to it."""
 
-    expression: str  # plain text, simplified
+    expression: str  # plain text
     latex: str
-    sympy_expr: Any  # a sympy.Expr over symbols x0..x{n-1} (or the oracle's variable names)
+    sympy_expr: Any  # a sympy.Expr over the oracle's variable names
     schedule: tuple[tuple[str, ...], ...]  # controlled variable names per round, last is ()
+    complexity: int  # nodes in its tree
+    loss: float  # NMSE on the data it was fitted to (no variable held)
     nmse_validation: float
-    size: int
+    chosen: bool = False  # the law was chosen from this entry of the front
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "complexity": self.complexity,
+            "loss": self.loss,
+            "nmse_validation": self.nmse_validation,
             "expression": self.expression,
             "latex": self.latex,
             "schedule": [list(s) for s in self.schedule],
-            "nmse_validation": self.nmse_validation,
-            "size": self.size,
+            "chosen": self.chosen,
         }
 
 
 @dataclass(frozen=True)
 class SearchResult:
-    """What a search returns: the chosen expression scored once on fresh test data."""
+    """What a search returns: the law, chosen from the Pareto front and made readable, scored
+    once on fresh test data; the front itself, simplest first."""
 
     method: str
     seed: int
     best: Candidate
-    hall_of_fame: tuple[Candidate, ...]
+    equations: tuple[Candidate, ...]
     test_metrics: dict[str, float]  # mse, nmse, rmse, nrmse, r2 on n_test fresh points
     points_measured: int
     requests: int
@@ -143,6 +170,13 @@ class SearchResult:
     wall_seconds: float
     stopped: str  # "completed", "budget", "time", "interrupted"
     config: SearchConfig = field(default_factory=SearchConfig)
+    noise: NoiseModel = field(default_factory=NoiseModel)  # in y's units
+    rounds: tuple[int, int] = (0, 0)  # rounds started (the last may have been cut short), planned
+
+    @property
+    def rounds_not_run(self) -> list[int]:
+        """The rounds (1-based) a stop left out: never started."""
+        return list(range(self.rounds[0] + 1, self.rounds[1] + 1))
 
     @property
     def nmse_test(self) -> float:
@@ -162,6 +196,9 @@ class SearchResult:
             "points_failed": self.points_failed,
             "wall_seconds": self.wall_seconds,
             "stopped": self.stopped,
-            "hall_of_fame": [c.to_dict() for c in self.hall_of_fame],
+            "rounds_run": self.rounds[0],
+            "rounds_not_run": self.rounds_not_run,
+            "noise": self.noise.to_dict(),
+            "equations": [c.to_dict() for c in self.equations],
             "config": asdict(self.config),
         }

@@ -22,19 +22,23 @@ from rcvgp.errors import BudgetExhausted, ConfigError, OracleError
 from rcvgp.evaluate import evaluate
 from rcvgp.gp import Grammar, crossover, deletions, mutate, random_term, random_tree, tournament
 from rcvgp.metrics import regression_metrics, round_floats
+from rcvgp.noisefloor import EXACT_LOSS, Floor, NoiseModel, estimate_noise, not_worse
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
-from rcvgp.oracle import DataOracle, OracleSpec, check_reply, design_points, design_trials
+from rcvgp.oracle import DataOracle, OracleSpec, Variable, check_reply, design_points, design_trials
 from rcvgp.search.base import Candidate, Progress, ProgressCallback, SearchConfig, SearchResult
-from rcvgp.timelimit import TimeUp, time_limit
+from rcvgp.search.choice import Fitted, choose, drop_negligible_terms, pareto_front, predict, simplify, snap_constants
 from rcvgp.tree import CONST_TOKEN, Expr, reopened
 
 __all__ = ["Lab", "Individual", "Run", "StopSearch"]
 
 _SCREEN_ITERATIONS = 3
-#: Generations the last round goes on after its best tree fits exactly without getting smaller.
-_EXACT_PATIENCE = 3
-#: A tree with a subtree deleted gets its full fit only if its screen reaches this loss: a
-#: deletion that keeps an exact fit exact is near-exact from the parent's constants already.
+#: Generations a round goes on after its best tree fits to the noise floor without getting smaller.
+_FLOOR_PATIENCE = 3
+#: Seeds the replicate readings' own random stream, beside the run's seed.
+_REPLICATE_STREAM = 0x4E015E
+#: A tree with a subtree deleted gets its full fit only if its screen reaches this loss (or
+#: twice the noise floor): a deletion that keeps an exact fit exact is near-exact from the
+#: parent's constants already.
 _PRUNE_SCREEN = 1e-6
 #: FreezeEquation's factoring: the trials' curves must be offsets and scales of one curve to
 #: within this fraction of their variance (exact fits are ~1e-30; a missing term is ~1e-3).
@@ -49,35 +53,115 @@ class StopSearch(Exception):
         self.reason = reason
 
 
+#: Replicate readings per set point when the search estimates the noise; the set points are
+#: one batch's worth, so the estimate costs one batch of points.
+REPEATS = 8
+
+
+def unit_scale(magnitude: float) -> float:
+    """The power of ten nearest ``magnitude`` on a log scale (1 for zero or non-finite): the
+    search works in quantities divided by it, so that what it finds does not depend on their
+    units. A power of ten, so that a quantity rescaled by one gets the same numbers, and catalog
+    ranges such as [0.1, 10] are left as they are; half-decades round up, whatever the rounding
+    of the logarithm (3.16 and 3162 must both round up, or both down)."""
+    if not (math.isfinite(magnitude) and magnitude > 0):
+        return 1.0
+    return 10.0 ** math.floor(math.log10(magnitude) + 0.5 + 1e-9)
+
+
+def _typical(var: Variable) -> float:
+    """A variable's typical magnitude: the geometric mean of its limits' magnitudes, or half the
+    upper one when the lower is 0 (an angle in [0, 2 pi] stays in radians)."""
+    return 10.0 ** ((math.log10(var.low) + math.log10(var.high)) / 2) if var.low > 0 else var.high / 2
+
+
 class Lab:
     """The search's side of the oracle: designs trials, measures them once per controlled set and
     round, counts points and requests, and keeps the budget.
+
+    It also knows the measurement noise (estimated from one batch of replicate readings before
+    anything else is measured, unless the config declares it) and the units: the search sees
+    every variable and y divided by :func:`unit_scale` of its typical magnitude (``x_scale``,
+    ``y_scale``), and its trials carry the noise floor.
 
     ``reserve`` points of the budget are kept for the final fit, validation and test sets, so a
     spent budget still ends with a scored result.
     """
 
     def __init__(
-        self, oracle: DataOracle, config: SearchConfig, rng: np.random.Generator, holds_variables: bool = True
+        self,
+        oracle: DataOracle,
+        config: SearchConfig,
+        rng: np.random.Generator,
+        holds_variables: bool = True,
+        replicate_rng: np.random.Generator | None = None,
     ) -> None:
         self.oracle = oracle
         self.spec: OracleSpec = oracle.describe()
         self.config = config
         self.rng = rng
+        # Replicates come from a stream of their own, so that the search's own draws are the same
+        # whether the noise is estimated or declared.
+        self.replicate_rng = replicate_rng if replicate_rng is not None else np.random.default_rng(0)
         self.points = 0
         self.requests = 0
         self.failed = 0
         self.reserve = config.batch + config.n_validation + config.n_test
+        self.x_scale = np.array([unit_scale(_typical(v)) for v in self.spec.variables])
+        self.y_scale: float | None = None
+        #: the noise in y's own units, once known; :attr:`scaled_noise` is the same in the search's units
+        self.noise: NoiseModel | None = None if config.noise_std is None else NoiseModel(float(config.noise_std))
         self._trials: dict[frozenset[int], Trials] = {}
         # The first request is one set of trials: a single trial if nothing is ever held.
         first = self.n_trials(holds_variables and self.spec.n_vars > 1)
-        if config.max_points is not None and config.max_points < self.reserve + config.batch * first:
+        needed = self.reserve + config.batch * first + self.n_replicates
+        if config.max_points is not None and config.max_points < needed:
             trials = f"one set of {first} trials" if first > 1 else "one trial"
+            replicates = f", {self.n_replicates} replicate readings to estimate the noise" if self.n_replicates else ""
             raise ConfigError(
                 f"budget `max_points` = {config.max_points} is too small: a run needs at least "
-                f"{self.reserve + config.batch * first} ({trials} of "
-                f"{config.batch} points, plus {self.reserve} for the final fit, validation and test)"
+                f"{needed} ({trials} of {config.batch} points{replicates}, plus {self.reserve} for the "
+                f"final fit, validation and test)"
             )
+
+    @property
+    def n_replicates(self) -> int:
+        """Readings the noise estimate takes (0 when the config declares the noise)."""
+        return 0 if self.config.noise_std is not None else max(2, self.config.batch // REPEATS) * REPEATS
+
+    @property
+    def scaled_noise(self) -> NoiseModel:
+        """The noise in the search's units (y divided by ``y_scale``)."""
+        self._start()
+        assert self.noise is not None and self.y_scale is not None
+        return self.noise.scaled(1.0 / self.y_scale)
+
+    def _start(self) -> None:
+        """Before the first measurement the search uses: estimate the noise from replicate
+        readings (unless declared), and take y's scale from the first readings."""
+        if self.noise is None:
+            sets = self.n_replicates // REPEATS
+            X = np.repeat(design_points(self.spec, sets, self.replicate_rng), REPEATS, axis=0)
+            _, y = self.measure(X)
+            self.noise = estimate_noise(y.reshape(sets, REPEATS))
+            self._scale_y(y)
+
+    def _scale_y(self, y: np.ndarray) -> None:
+        if self.y_scale is None:
+            finite = y[np.isfinite(y)]
+            self.y_scale = unit_scale(float(np.sqrt(np.mean(finite**2)))) if finite.size else 1.0
+
+    def _in_units(self, X: np.ndarray, y: np.ndarray, controlled: frozenset[int] = frozenset()) -> Trials:
+        """Trials (or one trial, for X of shape (m, n_vars)) in the search's units, with the noise."""
+        self._scale_y(y.reshape(-1))
+        assert self.y_scale is not None
+        noise = self.scaled_noise
+        y = y / self.y_scale
+        X = X / self.x_scale
+        if X.ndim == 2:
+            X, y = X[None], y[None]
+        noise_var = None if noise.zero else noise.variance(y)
+        return Trials(X, y, controlled, noise_var, noise.uncertainty)
 
     def new_round(self) -> None:
         """Forget this round's trials: the next request for a controlled set measures anew."""
@@ -91,25 +175,29 @@ class Lab:
 
     def trials(self, controlled: frozenset[int]) -> Trials:
         """The K trials of this round for a controlled set (one if no variable is held), measured
-        on first use."""
+        on first use, in the search's units."""
         found = self._trials.get(controlled)
         if found is None:
+            self._start()
             cfg = self.config
             X = design_trials(self.spec, controlled, self.n_trials(bool(controlled)), cfg.batch, self.rng)
             flat, y = self.measure(X.reshape(-1, self.spec.n_vars))
-            found = Trials(flat.reshape(X.shape), y.reshape(X.shape[:2]), controlled)
+            found = self._in_units(flat.reshape(X.shape), y.reshape(X.shape[:2]), controlled)
             self._trials[controlled] = found
         return found
 
     def cached_trials(self, controlled: frozenset[int]) -> Trials | None:
         return self._trials.get(controlled)
 
-    def fresh_points(self, n: int, reserved: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """``n`` points with no variable held."""
-        return self.measure(design_points(self.spec, n, self.rng), reserved=reserved)
+    def fresh_points(self, n: int, reserved: bool = False) -> Trials:
+        """``n`` points with no variable held, as one trial in the search's units."""
+        self._start()
+        X, y = self.measure(design_points(self.spec, n, self.rng), reserved=reserved)
+        return self._in_units(X, y)
 
     def measure(self, X: np.ndarray, reserved: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Measure in requests of at most ``max_rows`` rows; return (X reached, y)."""
+        """Measure in requests of at most ``max_rows`` rows; return (X reached, y), in the
+        oracle's units."""
         cfg = self.config
         limit = cfg.max_points
         if limit is not None and not reserved:
@@ -155,6 +243,12 @@ class Individual:
         return f if f == f else math.inf
 
     @property
+    def score(self) -> float:
+        """What selection minimises: 0 at the noise floor (see :attr:`FitResult.score`)."""
+        s = self.fit.score
+        return s if s == s else math.inf
+
+    @property
     def key(self) -> tuple[tuple[str, ...], frozenset[int]]:
         return self.expr.tokens, self.controlled
 
@@ -168,13 +262,20 @@ def _rank(pop: Iterable[Individual]) -> list[Individual]:
     return sorted(seen.values(), key=_rank_key)
 
 
-#: Losses below this are rounding noise (an exact fit gives 1e-30 or so): among them the
-#: smaller tree wins, which stops exact expressions from bloating with do-nothing subtrees.
-EXACT_LOSS = 1e-14
+def _bests(pop: Iterable[Individual]) -> dict[frozenset[int], tuple[float, int]]:
+    """The rank key of the best individual of each controlled set."""
+    out: dict[frozenset[int], tuple[float, int]] = {}
+    for ind in pop:
+        key = _rank_key(ind)
+        if ind.controlled not in out or key < out[ind.controlled]:
+            out[ind.controlled] = key
+    return out
 
 
 def _rank_key(ind: Individual) -> tuple[float, int]:
-    return max(ind.fitness, EXACT_LOSS), len(ind.expr)
+    """Lowest score first; among fits at the noise floor (or rounding, with no noise: score 0)
+    the smaller tree, which stops expressions from bloating with parts that fit only the noise."""
+    return ind.score, len(ind.expr)
 
 
 class Run:
@@ -192,14 +293,16 @@ class Run:
         self.config = config
         self.seed = seed
         self.rng = np.random.default_rng(seed)
-        self.lab = Lab(oracle, config, self.rng, holds_variables=method != "gp")
+        self.lab = Lab(oracle, config, self.rng, holds_variables=method != "gp",
+                       replicate_rng=np.random.default_rng([seed, _REPLICATE_STREAM]))
         self.spec = self.lab.spec
         self.n_vars = self.spec.n_vars
         ops = config.operators or self.spec.operators or DEFAULT_OPERATORS
         self.operators = resolve_operators(ops)
         self.progress = progress
         self.started = time.perf_counter()
-        self.hall: dict[tuple[str, ...], Individual] = {}
+        #: the best expression with no variable held per size (complexity): the Pareto front's source
+        self.hall: dict[int, Individual] = {}
         self.current: list[Individual] = []
         self.round = 0
         self.n_rounds = self.n_vars
@@ -282,20 +385,21 @@ class Run:
         return pool
 
     # --- the generation loop ---------------------------------------------------------------
-    def evolve(self, pop: list[Individual], n_generations: int, last: bool = False) -> list[Individual]:
+    def evolve(self, pop: list[Individual], n_generations: int) -> list[Individual]:
         """(mu + lambda) GP: tournament parents, mating within a controlled set, mutation.
 
-        The population grows back to ``population`` if deduplication shrank it. In the ``last``
-        round (no variable held) it ends early once the best tree fits exactly and has not got
-        smaller for a few generations: the equation is found. Earlier rounds always run in full,
-        since their populations seed the next round's schedules."""
+        The population grows back to ``population`` if deduplication shrank it. A round with no
+        variable held (the last) ends early once its best tree fits to the noise floor and has
+        not changed for a few generations: the law is found, there is nothing left for the data
+        to tell. Earlier rounds run in full: their whole population, not its best, seeds the next
+        round, and ending them early lost exact recoveries (sincos-3-2-2/1 and /3, seed 0)."""
         cfg, rng = self.config, self.rng
         size = max(len(pop), cfg.population)
-        settled = 0
+        steady = 0
         for gen in range(n_generations):
-            best_before = _rank_key(pop[0]) if pop else None
-            fitness = [max(ind.fitness, EXACT_LOSS) for ind in pop]
-            survive = max(fitness) if len(pop) >= size else math.inf
+            bests_before = _bests(pop)
+            score = [ind.score for ind in pop]
+            survive = max(ind.fitness for ind in pop) if len(pop) >= size else math.inf
             # Mates share the controlled set and the settled variables, so that a swapped subtree
             # brings in only variables its new tree may use.
             groups: dict[tuple[frozenset[int], frozenset[int]], list[int]] = {}
@@ -303,12 +407,12 @@ class Run:
                 groups.setdefault((ind.controlled, ind.settled), []).append(i)
             offspring: list[Individual] = []
             for _ in range(size):
-                parent = pop[tournament(fitness, cfg.tournament, rng)]
+                parent = pop[tournament(score, cfg.tournament, rng)]
                 g = self.grammar(parent.controlled, parent.settled)
                 child = parent.expr
                 if rng.random() < cfg.p_mate:
                     among = groups[parent.controlled, parent.settled]
-                    mate = pop[tournament(fitness, cfg.tournament, rng, among=among)]
+                    mate = pop[tournament(score, cfg.tournament, rng, among=among)]
                     pair = crossover(child, mate.expr, g, rng)
                     if pair is not None:
                         child = pair[0]
@@ -324,23 +428,34 @@ class Run:
             self.current = pop
             self.record(pop)
             self.report(gen + 1, pop)
-            exact = last and pop[0].fitness <= EXACT_LOSS
-            settled = settled + 1 if exact and _rank_key(pop[0]) == best_before else 0
-            if settled >= _EXACT_PATIENCE:
+            bests = _bests(pop)
+            found = all(key[0] == 0 for key in bests.values())
+            steady = steady + 1 if found and bests == bests_before else 0
+            if steady >= _FLOOR_PATIENCE and not any(ind.controlled for ind in pop):
                 break
         return pop
 
     def record(self, pop: Iterable[Individual]) -> None:
-        """Keep the best expressions with no variable held in the hall of fame."""
+        """Keep the best expression with no variable held of each size in the hall of fame."""
         for ind in pop:
             if ind.controlled or not math.isfinite(ind.fitness):
                 continue
-            old = self.hall.get(ind.expr.tokens)
-            if old is None or ind.fitness < old.fitness:
-                self.hall[ind.expr.tokens] = ind
-        if len(self.hall) > self.config.hall_of_fame:
-            keep = _rank(self.hall.values())[: self.config.hall_of_fame]
-            self.hall = {ind.expr.tokens: ind for ind in keep}
+            size = len(ind.expr)
+            old = self.hall.get(size)
+            if old is None or (ind.score, ind.fitness) < (old.score, old.fitness):
+                self.hall[size] = ind
+
+    def announce(self, stopped: str) -> None:
+        """Tell the progress callback why the search stopped early, naming the rounds it left out."""
+        if self.progress is None or stopped == "completed":
+            return
+        started, planned = self.round, self.n_rounds
+        reason = {"budget": "measurement budget spent", "time": "time budget spent"}.get(stopped, stopped)
+        if started < planned:
+            left = f"round {planned}" if started + 1 == planned else f"rounds {started + 1}-{planned}"
+            reason += f" in round {started} of {planned}: {left} not run"
+        self.progress(Progress(self.method, self.round, self.n_rounds, 0, self.best_seen, self.lab.points,
+                               self.lab.requests, time.perf_counter() - self.started, message=reason))
 
     def report(self, generation: int, pop: Sequence[Individual]) -> None:
         if pop:
@@ -355,55 +470,46 @@ class Run:
                 raise StopSearch("interrupted")
         self.check_time()
 
-    def past_cap(self) -> bool:
-        cap = self.config.max_seconds
-        return cap is not None and time.perf_counter() - self.started > cap
-
     def check_time(self) -> None:
-        """End the run once the wall-time budget is spent (checked after every fit)."""
-        if self.past_cap():
-            raise StopSearch("time")
-
-    def short_of_time(self, generations_done: int, generations_left: int) -> bool:
-        """Whether the generations left would pass the time cap at twice the pace of those done
-        (later rounds fit bigger trees on more free variables, so they are slower). Counted in
-        generations, not rounds: the last round has half of them."""
+        """End the run once the wall-time budget is spent (checked after every fit). Time only
+        ever stops a run: nothing the search does depends on it, so a seed gives the same
+        answer on any machine unless the budget runs out."""
         cap = self.config.max_seconds
-        if cap is None:
-            return False
-        elapsed = time.perf_counter() - self.started
-        return elapsed + 2 * elapsed / generations_done * generations_left > cap
+        if cap is not None and time.perf_counter() - self.started > cap:
+            raise StopSearch("time")
 
     # --- FreezeEquation and the schedule ---------------------------------------------------
     def pruned(self, ind: Individual) -> Individual:
-        """An exact individual with every editable subtree its fit does not need made one constant.
+        """An individual that fits to the noise floor, with every editable subtree its fit does
+        not need made one constant.
 
-        Exact trees carry do-nothing parts (``c*x0*cos(x0)`` fitted to zero, say); once frozen,
+        Such trees carry do-nothing parts (``c*x0*cos(x0)`` fitted to zero, say); once frozen,
         they could never be removed, they slow every later fit and take up the room
         (``max_size``) that the variables freed later need. Others are returned as they are."""
         trials = self.lab.cached_trials(ind.controlled)
-        if trials is None or not np.all(ind.fit.losses <= EXACT_LOSS):
+        if trials is None or not ind.fit.at_floor:
             return ind
+        screen = max(_PRUNE_SCREEN, 2 * trials.floor.mean_level)
         shrunk = True
         while shrunk:
             shrunk = False
             for child in deletions(ind.expr):
                 init = inherited_constants(ind.expr, ind.fit.constants, child)
-                fit = self.fit(child, trials, threshold=_PRUNE_SCREEN, init=init)
+                fit = self.fit(child, trials, threshold=screen, init=init)
                 self.check_time()
-                if np.all(fit.losses <= EXACT_LOSS):
+                if fit.at_floor:
                     ind, shrunk = dataclasses.replace(ind, expr=child, fit=fit), True
                     break
         return ind
 
     def freeze(self, ind: Individual) -> Individual:
-        """FreezeEquation: if every trial fits within eps_loss, freeze the structure except the
-        summary constants (those whose value changes across trials); the standalone constants
-        become literals at their median value, which no later fit moves (the final fit, on data
-        with no variable held, reopens them). When the fit is exact, a
-        summary constant stands for a function of the held variables only, so the frozen tree
-        records the variables free now as ``settled``: edits grow from its summary constants with
-        the variables freed later.
+        """FreezeEquation: if every trial fits within eps_loss (or to the noise floor, if that is
+        higher), freeze the structure except the summary constants (those whose value changes
+        across trials); the standalone constants become literals at their median value, which no
+        later fit moves (the final fit, on data with no variable held, reopens them). When the fit
+        is exact (to the noise floor), a summary constant stands for a function of the held
+        variables only, so the frozen tree records the variables free now as ``settled``: edits
+        grow from its summary constants with the variables freed later.
 
         When two or more summary constants change together, so that every trial's fitted curve
         is ``a + m * g`` of one curve ``g``, the held variables act on the whole expression as
@@ -412,11 +518,11 @@ class Run:
         constants expanded into the same sub-expression, one edit at a time."""
         cfg = self.config
         losses = ind.fit.losses
-        if not (np.all(np.isfinite(losses)) and np.all(losses <= cfg.eps_loss)):
+        if not (np.all(np.isfinite(losses)) and np.all(losses <= np.maximum(cfg.eps_loss, ind.fit.floor.level))):
             return ind
         # Only an exact fit leaves the summary constants nothing but the held variables to stand
         # for; an approximate one may need the free variables in later edits too.
-        exact = bool(np.all(losses <= EXACT_LOSS))
+        exact = ind.fit.at_floor
         settled = frozenset(range(self.n_vars)) - ind.controlled if exact else ind.settled
         summary = self._unexplained(ind, summary_constants(ind.fit.constants, cfg.eps_const))
         if summary.sum() >= 2:
@@ -424,19 +530,20 @@ class Run:
             if factored is not None and factored[0].n_consts < summary.sum():
                 return dataclasses.replace(ind, expr=factored[0], fit=factored[1], settled=settled)
         expr = ind.expr.fixed(np.median(ind.fit.constants, axis=0), open_=summary)
-        fit = FitResult(ind.fit.losses, ind.fit.constants[:, summary], 0)
+        fit = dataclasses.replace(ind.fit, constants=ind.fit.constants[:, summary], n_evals=0)
         return dataclasses.replace(ind, expr=expr, fit=fit, settled=settled)
 
     def _unexplained(self, ind: Individual, summary: np.ndarray) -> np.ndarray:
         """The summary constants whose spread over the trials the data need. Each in turn is set
         to its median in every trial and counted standalone if no trial's loss rises by more
-        than rounding (EXACT_LOSS): an exact fit leaves such leftovers as ``1e-17*x0``, whose
-        values scatter around zero, and an open one is fitted to anything in the next round."""
+        than the noise lets a loss vary (rounding, with no noise): an exact fit leaves such
+        leftovers as ``1e-17*x0``, whose values scatter around zero, a noisy one scatters every
+        constant, and an open one is fitted to anything in the next round."""
         trials = self.lab.cached_trials(ind.controlled)
         if trials is None or not summary.any():
             return summary
         theta = ind.fit.constants.copy()
-        limit = ind.fit.losses + EXACT_LOSS
+        limit = ind.fit.losses + _tolerance(ind.fit.floor)
         out = summary.copy()
         for k in np.flatnonzero(summary):
             pinned = theta.copy()
@@ -462,9 +569,10 @@ class Run:
                 return None
             basis = np.column_stack([np.ones_like(g), g])
             (a, m), *_ = np.linalg.lstsq(basis, curves.T, rcond=None)
-            resid = curves - (basis @ np.vstack([a, m])).T
-            spread = np.sum((curves - curves.mean(axis=1, keepdims=True)) ** 2, axis=1)
-            if not np.all(np.sum(resid**2, axis=1) <= _AFFINE_TOL * spread):
+            misfit = np.mean((curves - (basis @ np.vstack([a, m])).T) ** 2, axis=1)
+            # Within rounding of the curves' own spread, or within what the noise lets a loss vary.
+            allowed = np.maximum(_AFFINE_TOL * np.var(curves, axis=1), _tolerance(ind.fit.floor) * trials.spread**2)
+            if not np.all(misfit <= allowed):
                 return None
             eps = self.config.eps_const
             scaled = bool(np.any(np.abs(m - 1.0) > eps))
@@ -482,121 +590,158 @@ class Run:
         # The tree is fixed at the reference trial's constants: a and m carry the other trials.
         tree = ind.expr.fixed(theta[ref])
         frozen = tuple(t != CONST_TOKEN for t in head) + tree.frozen
-        return Expr(head + tree.tokens, frozen), FitResult(ind.fit.losses, np.column_stack(columns), 0)
+        return Expr(head + tree.tokens, frozen), dataclasses.replace(ind.fit, constants=np.column_stack(columns), n_evals=0)
 
     # --- the end ---------------------------------------------------------------------------
     def finish(self, stopped: str) -> SearchResult:
-        """Refit the best structures on data with no variable held, choose on validation data,
-        score the choice once on fresh test data."""
-        cfg = self.config
-        pool = list(self.hall.values()) or list(self.current)
-        # The constants FreezeEquation fixed are fitted again, now on data with no variable held,
-        # from their frozen values; trees that differ only in those values are one structure.
-        structures: list[tuple[Individual, np.ndarray | None]] = []
+        """Refit the hall of fame's Pareto front on data with no variable held, choose the law on
+        validation data (:func:`rcvgp.search.choice.choose`), make it readable, and score it
+        once on fresh test data, in the oracle's units."""
+        cfg, lab = self.config, self.lab
+        structures = self._structures()
+        if not structures:
+            raise BudgetExhausted("the search stopped before it could fit a single expression")
+        fit_data = lab.cached_trials(frozenset()) or lab.fresh_points(cfg.batch, reserved=True)
+        val = lab.fresh_points(cfg.n_validation, reserved=True)
+        test = lab.fresh_points(cfg.n_test, reserved=True)
+        noise = lab.scaled_noise.variance(val.y[0])
+        front = pareto_front(self._fitted(expr, start, schedule, fit_data, val) for expr, start, schedule in structures)
+        index = choose(front, val.y[0], noise, cfg.selection)
+        law = self._pruned_law(front[index], fit_data, val, noise)
+        # From here on, the oracle's units.
+        names = self.symbols()
+        x_scale, y_scale = lab.x_scale, lab.y_scale or 1.0
+        X_val, y_val = val.X[0] * x_scale, val.y[0] * y_scale
+        reference = front[index].prediction * y_scale
+        noise_user = noise * y_scale**2
+
+        def acceptable(e: sympy.Expr) -> bool:
+            return not_worse(y_val, predict(e, names, X_val), reference, noise_user)
+
+        raw = self.in_units(law.expr.to_sympy(law.constants, names))
+        readable = simplify(drop_negligible_terms(raw, names, X_val))
+        if not acceptable(readable):
+            readable = raw  # simplify can give a form that evaluates differently (a branch cut, say)
+        snapped = snap_constants(readable, acceptable)
+        if snapped != readable:
+            tidy = simplify(snapped)
+            readable = tidy if acceptable(tidy) else snapped
+        test_metrics = regression_metrics(test.y[0] * y_scale, predict(readable, names, test.X[0] * x_scale))
+        equations = tuple(
+            self.candidate(f, self.in_units(f.expr.to_sympy(f.constants, names)), names, chosen=i == index)
+            for i, f in enumerate(front)
+        )
+        return SearchResult(
+            method=self.method,
+            seed=self.seed,
+            best=self.candidate(law, readable, names, chosen=True),
+            equations=equations,
+            test_metrics=test_metrics,
+            points_measured=lab.points,
+            requests=lab.requests,
+            points_failed=lab.failed,
+            wall_seconds=time.perf_counter() - self.started,
+            stopped=stopped,
+            config=cfg,
+            noise=lab.noise or NoiseModel(),
+            rounds=(self.round, self.n_rounds),
+        )
+
+    def _structures(self) -> list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]]:
+        """The structures to refit at the end, with their starting constants and schedules: the
+        hall of fame's front (the best fit of each size, kept if it beats every smaller one), or,
+        if the run stopped before any variable was free of control, its best individuals.
+
+        The constants FreezeEquation fixed are fitted again, now on data with no variable held,
+        from their frozen values; trees that differ only in those values are one structure, and
+        every node is open to the final cleaning."""
+        if self.hall:
+            pool, best = [], (math.inf, math.inf)
+            for size in sorted(self.hall):
+                ind = self.hall[size]
+                if (ind.score, ind.fitness) < best:
+                    pool.append(ind)
+                    best = (ind.score, ind.fitness)
+        else:
+            pool = _rank(self.current)
+        out: list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]] = []
         seen: set[tuple[str, ...]] = set()
-        for ind in _rank(pool):
+        for ind in pool:
             start = _median_start(ind.fit.constants)
             tokens, values = reopened(ind.expr.tokens, np.ones(ind.expr.n_consts) if start is None else start)
             if tokens not in seen:
                 seen.add(tokens)
-                expr = Expr(tokens, ind.expr.frozen)
-                structures.append((dataclasses.replace(ind, expr=expr), np.array(values) if values else None))
-            if len(structures) >= cfg.hall_of_fame:
+                out.append((Expr(tokens), np.array(values) if values else None, ind.schedule))
+            if len(out) >= self.config.hall_of_fame:
                 break
-        if not structures:
-            raise BudgetExhausted("the search stopped before it could fit a single expression")
-        final = self.lab.cached_trials(frozenset())
-        if final is not None:
-            X_fit = final.X.reshape(-1, self.n_vars)
-            y_fit = final.y.reshape(-1)
-        else:
-            X_fit, y_fit = self.lab.fresh_points(cfg.batch, reserved=True)
-        X_val, y_val = self.lab.fresh_points(cfg.n_validation, reserved=True)
-        X_test, y_test = self.lab.fresh_points(cfg.n_test, reserved=True)
-        fit_data = Trials(X_fit[None], y_fit[None])
-        scored: list[tuple[float, int, Individual, np.ndarray]] = []
-        for ind, start in structures:
-            if scored and self.past_cap():
-                break  # best structures first: a capped run scores those it has time for
-            # Started from the search's own fit, not from 1.0.
-            fit = fit_constants(
-                ind.expr.tokens, fit_data, cfg.optimizer, self.rng, init=start, maxiter=10 * cfg.fit_iterations
-            )
-            consts = fit.constants[0]
-            pred = evaluate(ind.expr.tokens, X_val, consts)
-            nmse = regression_metrics(y_val, pred)["nmse"]
-            scored.append((nmse if nmse == nmse else math.inf, len(ind.expr), ind, consts))
-        scored.sort(key=lambda s: (s[0], s[1]))
-        # A variable that is positive on its whole support is a positive symbol, so that
-        # simplify turns sqrt(x**2) into x rather than Abs(x).
-        names = [
+        return out
+
+    def _fitted(
+        self, expr: Expr, start: np.ndarray | None, schedule: tuple[frozenset[int], ...], data: Trials, val: Trials
+    ) -> Fitted:
+        """A structure fitted on ``data`` (started from the search's own fit, not from 1.0) and
+        predicted on the validation points."""
+        cfg = self.config
+        fit = fit_constants(expr.tokens, data, cfg.optimizer, self.rng, init=start, maxiter=10 * cfg.fit_iterations)
+        consts = fit.constants[0]
+        pred = evaluate(expr.tokens, val.X[0], consts)
+        nmse = regression_metrics(val.y[0], pred)["nmse"]
+        return Fitted(expr, consts, schedule, float(fit.losses[0]), pred, nmse if nmse == nmse else math.inf)
+
+    def _pruned_law(self, chosen: Fitted, data: Trials, val: Trials, noise: np.ndarray) -> Fitted:
+        """The chosen fit with every subtree made one constant whose removal leaves it not
+        distinguishably worse on the validation points (biggest subtrees first, each compared
+        with the fit as chosen, so that small losses cannot add up)."""
+        law, shrunk = chosen, True
+        while shrunk:
+            shrunk = False
+            for child in deletions(law.expr):
+                init = inherited_constants(law.expr, law.constants[None], child)
+                fitted = self._fitted(child, init[0], law.schedule, data, val)
+                if not_worse(val.y[0], fitted.prediction, chosen.prediction, noise):
+                    law, shrunk = fitted, True
+                    break
+        return law
+
+    def symbols(self) -> list[sympy.Symbol]:
+        """The oracle's variables as sympy symbols; one positive on its whole support is a
+        positive symbol, so that simplify turns sqrt(x**2) into x rather than Abs(x)."""
+        return [
             sympy.Symbol(v.name, positive=True) if v.only_positive and v.low > 0 else sympy.Symbol(v.name, real=True)
             for v in self.spec.variables
         ]
-        # sympy's simplify is slow: only the chosen expression gets it.
-        candidates = [
-            self.candidate(ind, consts, nmse, names, X_val if rank == 0 else None)
-            for rank, (nmse, _, ind, consts) in enumerate(scored)
-        ]
-        _, _, best, best_consts = scored[0]
-        test_metrics = regression_metrics(y_test, evaluate(best.expr.tokens, X_test, best_consts))
-        return SearchResult(
-            method=self.method,
-            seed=self.seed,
-            best=candidates[0],
-            hall_of_fame=tuple(candidates),
-            test_metrics=test_metrics,
-            points_measured=self.lab.points,
-            requests=self.lab.requests,
-            points_failed=self.lab.failed,
-            wall_seconds=time.perf_counter() - self.started,
-            stopped=stopped,
-            config=cfg,
-        )
 
-    def candidate(
-        self, ind: Individual, consts: np.ndarray, nmse: float, names: Sequence[sympy.Symbol], X_clean: np.ndarray | None
-    ) -> Candidate:
-        """The printed forms of a fitted tree; with ``X_clean`` (the chosen one only, since
-        sympy is slow) negligible terms are dropped and the rest simplified."""
-        raw = ind.expr.to_sympy(consts, names)
-        simple = simplify(drop_negligible_terms(raw, names, X_clean)) if X_clean is not None else raw
-        schedule = tuple(tuple(str(names[i]) for i in sorted(c)) for c in ind.schedule)
+    def in_units(self, expr: sympy.Expr) -> sympy.Expr:
+        """An expression of the search's units in the oracle's: each variable divided by its
+        scale, the whole multiplied by y's."""
+        lab = self.lab
+        names = self.symbols()
+        swap = {names[j]: names[j] / _power(s) for j, s in enumerate(lab.x_scale) if s != 1}
+        out = expr.xreplace(swap) if swap else expr
+        return out if lab.y_scale in (None, 1.0) else out * _power(lab.y_scale)  # type: ignore[arg-type]
+
+    def candidate(self, fitted: Fitted, expr: sympy.Expr, names: Sequence[sympy.Symbol], chosen: bool) -> Candidate:
+        """The printed forms of a fitted tree (``expr``: its sympy form in the oracle's units)."""
+        schedule = tuple(tuple(str(names[i]) for i in sorted(c)) for c in fitted.schedule)
         if not schedule or schedule[-1]:
             schedule = schedule + ((),)
-        shown = round_floats(simple, 6)
+        shown = round_floats(expr, 6)
         return Candidate(
             expression=str(shown),
             latex=sympy.latex(shown),
-            sympy_expr=simple,
+            sympy_expr=expr,
             schedule=schedule,
-            nmse_validation=float(nmse),
-            size=len(ind.expr),
+            complexity=fitted.complexity,
+            loss=fitted.loss,
+            nmse_validation=fitted.nmse_validation,
+            chosen=chosen,
         )
 
 
-def drop_negligible_terms(
-    expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.ndarray, rel: float = 1e-6, max_ops: int = 200
-) -> sympy.Expr:
-    """Remove the terms of the expanded expression that never exceed ``rel`` times the spread
-    of the whole on the points X: leftovers such as ``6e-9*x1*x2`` that least squares fits
-    to rounding noise. Dropping them changes the NMSE by at most about ``rel**2``."""
-    try:
-        if sympy.count_ops(expr) > max_ops:
-            return expr
-        expanded = sympy.expand(expr)
-        if not isinstance(expanded, sympy.Add):
-            return expr
-        columns = [X[:, i] for i in range(X.shape[1])]
-        with np.errstate(all="ignore"):
-            values = [np.broadcast_to(sympy.lambdify(symbols, t, "numpy")(*columns), X.shape[:1]) for t in expanded.args]
-            scale = float(np.std(np.sum(values, axis=0)))
-            keep = [t for t, v in zip(expanded.args, values) if not np.max(np.abs(v)) < rel * scale]
-    except (TypeError, ValueError, NameError, ZeroDivisionError, RecursionError):
-        return expr
-    if len(keep) == len(expanded.args) or not keep:
-        return expr
-    return sympy.Add(*keep)
+def _power(scale: float) -> sympy.Expr:
+    """A scale as a float, so that it merges into the law's constants (an exact 10**-3 would
+    stay apart as a factor: ``x/1000``)."""
+    return sympy.Float(scale)
 
 
 def inherited_constants(parent: Expr, constants: np.ndarray, child: Expr) -> np.ndarray:
@@ -622,6 +767,12 @@ def inherited_constants(parent: Expr, constants: np.ndarray, child: Expr) -> np.
     return np.where(np.isfinite(start), start, 1.0)
 
 
+def _tolerance(floor: Floor) -> np.ndarray:
+    """(K,) how much a trial's loss may rise before the data show it: the noise floor's band,
+    or rounding with no noise."""
+    return floor.level - floor.expected
+
+
 def _median_start(constants: np.ndarray) -> np.ndarray | None:
     """One starting vector from a fit on K trials (None if there is nothing finite to start from)."""
     if not constants.size:
@@ -640,19 +791,3 @@ def summary_constants(constants: np.ndarray, eps: float) -> np.ndarray:
         spread = c.std(axis=0)
         scale = np.abs(c.mean(axis=0))
     return ~(spread <= eps * np.maximum(scale, 1e-300))
-
-
-#: Wall seconds sympy's simplify may take on the chosen expression before it is shown as found.
-SIMPLIFY_SECONDS = 5.0
-
-
-def simplify(expr: sympy.Expr, max_ops: int = 60, seconds: float = SIMPLIFY_SECONDS) -> sympy.Expr:
-    """sympy's simplify for small expressions, given up after ``seconds`` (24 operations of
-    trigonometry took it 17 s, doing nothing); a cheap expansion for big ones."""
-    try:
-        if sympy.count_ops(expr) <= max_ops:
-            with time_limit(seconds):
-                return sympy.simplify(expr)
-        return sympy.expand(expr)
-    except (TypeError, ValueError, RecursionError, TimeUp):
-        return expr

@@ -13,9 +13,9 @@
 
 The ``generations`` budget is split over the rounds: half to the last round, the only one with
 no variable held and the one that yields the answer; the rest evenly over the others (an even
-split lost to plain GP on sincos-4-4-6: benchmarks/RESULTS.md). Under a time cap, racing and cvgp
-free every held variable at once when the generations left would not fit in the time left, so a
-capped run still ends with expressions of every variable.
+split lost to plain GP on sincos-4-4-6: benchmarks/RESULTS.md). A round ends early once its
+fits reach the noise floor (:meth:`rcvgp.search.engine.Run.evolve`). Wall time never steers a
+search: a time budget only stops it, and the result names the rounds that were not run.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ def _guarded(run: Run, body: Callable[[Run], None]) -> SearchResult:
         stopped = "budget"
     except KeyboardInterrupt:
         stopped = "interrupted"
+    run.announce(stopped)
     return run.finish(stopped)
 
 
@@ -70,20 +71,12 @@ def _schedule_rounds(run: Run, pools: list[frozenset[int]], choose: Callable[[Ru
         if r > 0:
             run.lab.new_round()
             pop = run.refit(pop)
-        last = r == run.n_rounds - 1
-        pop = _rank(run.evolve(pop, gens[r], last))[: cfg.population]
+        pop = _rank(run.evolve(pop, gens[r]))[: cfg.population]
         run.current = pop
-        if last:
+        if r == run.n_rounds - 1:
             break
-        # Only the last round, with no variable held, yields expressions of every variable; a
-        # run that would hit its time cap before it frees all held variables at once.
-        rushed = run.short_of_time(sum(gens[: r + 1]), sum(gens[r + 1 :]))
-        advanced = []
-        for ind in pop:
-            controlled = frozenset() if rushed else ind.controlled - {choose(run, ind)}
-            advanced.append(_moved(run.freeze(run.pruned(ind)), controlled))
-        pop = advanced
-        r = run.n_rounds - 1 if rushed else r + 1
+        pop = [_moved(run.freeze(run.pruned(ind)), ind.controlled - {choose(run, ind)}) for ind in pop]
+        r += 1
 
 
 def _moved(ind: Individual, controlled: frozenset[int]) -> Individual:
@@ -115,9 +108,8 @@ def cvgp_all(run: Run) -> None:
 
     def branch(pop: list[Individual], depth: int) -> None:
         run.round = depth + 1
-        last = depth == run.n_rounds - 1
-        pop = _rank(run.evolve(run.refit(pop), gens[depth], last))[: cfg.population]
-        if last:
+        pop = _rank(run.evolve(run.refit(pop), gens[depth]))[: cfg.population]
+        if depth == run.n_rounds - 1:
             return
         frozen = [run.freeze(run.pruned(ind)) for ind in pop]  # the same for every branch
         for freed in sorted(pop[0].controlled):
@@ -133,7 +125,7 @@ def gp(run: Run) -> None:
     run.n_rounds = 1
     run.round = 1
     pop = run.initial_pool(frozenset(), run.config.population)
-    run.evolve(pop, run.config.generations, last=True)
+    run.evolve(pop, run.config.generations)
 
 
 _METHODS: dict[str, Callable[[Run], None]] = {
