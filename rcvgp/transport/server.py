@@ -67,6 +67,24 @@ def _package_version() -> str:
         return "unknown"
 
 
+class _Request:
+    """One request as the handlers see it: who sent it (envelope), its header, params and arrays."""
+
+    __slots__ = ("envelope", "body", "header", "params", "message")
+
+    def __init__(self, envelope: list[bytes], body: list[bytes], header: dict[str, Any], params: dict[str, Any], message: codec.Message) -> None:
+        self.envelope = envelope
+        self.body = body
+        self.header = header
+        self.params = params
+        self.message = message
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(client session, request id): the reply cache's key."""
+        return (self.header["session"], self.header["id"])
+
+
 class _Job:
     __slots__ = ("key", "digest", "header", "X", "readback", "envelopes", "started")
 
@@ -188,7 +206,7 @@ class OracleServer:
             "points": 0,
             "cache_hits": 0,
         }
-        self._handlers: dict[str, Callable[[dict[str, Any], dict[str, Any], codec.Message, list[bytes], list[Any]], list[Any] | None]] = {
+        self._handlers: dict[str, Callable[[_Request], list[Any] | None]] = {
             "hello": self._op_hello,
             "describe": self._op_describe,
             "measure": self._op_measure,
@@ -241,28 +259,16 @@ class OracleServer:
     # ---------------------------------------------------------------- main loop
     def _run(self, on_ready: Callable[[OracleServer], None] | None = None) -> None:
         ctx = zmq.Context()
-        sock = None
-        auth = None
+        sock = auth = worker = None
         rsock, wsock = socket.socketpair()
         rsock.setblocking(False)
-        worker = None
         try:
             try:
-                sock = ctx.socket(zmq.ROUTER)
-                sock.setsockopt(zmq.LINGER, 0)
-                sock.setsockopt(zmq.MAXMSGSIZE, 2 * self.max_message_bytes + 2**20)
-                sock.setsockopt(zmq.SNDHWM, 10000)
-                sock.setsockopt(zmq.RCVHWM, 10000)
-                if self._curve_secret_key is not None:
-                    auth = self._start_auth(ctx)
-                    sock.curve_publickey, sock.curve_secretkey = self._curve_keys
-                    sock.curve_server = True
-                sock.bind(self.address)
-                self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+                sock, auth = self._bind(ctx)
             except zmq.ZMQError as exc:
                 self._start_error = ConfigError(f"cannot bind {self.address}: {exc}")
                 return
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001  reported by start() / serve_forever()
                 self._start_error = exc
                 return
             worker = threading.Thread(target=self._work, args=(wsock,), name="rcvgp-oracle-worker", daemon=True)
@@ -272,31 +278,7 @@ class OracleServer:
             log.info("serving %s on %s (server session %s)", self.spec.name, self.endpoint, self.server_session)
             if on_ready is not None:
                 on_ready(self)
-            poller = zmq.Poller()
-            poller.register(sock, zmq.POLLIN)
-            poller.register(rsock.fileno(), zmq.POLLIN)
-            while not self._stop.is_set():
-                try:
-                    events = dict(poller.poll(100))
-                except zmq.ZMQError as exc:  # EINTR from a signal
-                    if exc.errno == zmq.EINTR:
-                        continue
-                    raise
-                if self._reload.is_set():
-                    self._reload.clear()
-                    if auth is not None:
-                        self._configure_clients(auth)
-                        log.info("CURVE client allow-list reloaded")
-                    self._reloaded.set()
-                if rsock.fileno() in events:
-                    self._drain_results(sock, rsock)
-                if sock in events:
-                    for _ in range(256):
-                        try:
-                            msg = sock.recv_multipart(zmq.NOBLOCK)
-                        except zmq.Again:
-                            break
-                        self._on_message(sock, msg)
+            self._poll(sock, rsock, auth)
         finally:
             self._ready.set()
             self._jobs.put(None)
@@ -315,6 +297,56 @@ class OracleServer:
                 except Exception:  # noqa: BLE001
                     log.exception("oracle.close() failed")
             log.info("server %s stopped", self.server_session)
+
+    def _bind(self, ctx: zmq.Context[Any]) -> tuple[zmq.Socket[Any], Any]:
+        """The bound ROUTER socket (and the CURVE authenticator, if any); sets :attr:`endpoint`."""
+        sock = ctx.socket(zmq.ROUTER)
+        auth = None
+        try:
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.MAXMSGSIZE, 2 * self.max_message_bytes + 2**20)
+            sock.setsockopt(zmq.SNDHWM, 10000)
+            sock.setsockopt(zmq.RCVHWM, 10000)
+            if self._curve_secret_key is not None:
+                auth = self._start_auth(ctx)
+                sock.curve_publickey, sock.curve_secretkey = self._curve_keys
+                sock.curve_server = True
+            sock.bind(self.address)
+            self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        except BaseException:
+            sock.close(0)
+            if auth is not None:
+                auth.stop()
+            raise
+        return sock, auth
+
+    def _poll(self, sock: zmq.Socket[Any], rsock: socket.socket, auth: Any) -> None:
+        """Serve until :meth:`stop`: read requests, send the worker's results, reload keys."""
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(rsock.fileno(), zmq.POLLIN)
+        while not self._stop.is_set():
+            try:
+                events = dict(poller.poll(100))
+            except zmq.ZMQError as exc:  # EINTR from a signal
+                if exc.errno == zmq.EINTR:
+                    continue
+                raise
+            if self._reload.is_set():
+                self._reload.clear()
+                if auth is not None:
+                    self._configure_clients(auth)
+                    log.info("CURVE client allow-list reloaded")
+                self._reloaded.set()
+            if rsock.fileno() in events:
+                self._drain_results(sock, rsock)
+            if sock in events:
+                for _ in range(256):  # then look at results and the stop flag again
+                    try:
+                        msg = sock.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    self._on_message(sock, msg)
 
     def _start_auth(self, ctx: zmq.Context[Any]) -> Any:
         from zmq.auth.thread import ThreadAuthenticator
@@ -426,12 +458,12 @@ class OracleServer:
         except WireError as exc:
             raise fail(exc.code, exc.message, exc.details) from None
         try:
-            return handler(header, params, message, envelope, body)
+            return handler(_Request(envelope, body, header, params, message))
         except WireError as exc:
             raise fail(exc.code, exc.message, exc.details) from None
 
     # ---------------------------------------------------------------- operations
-    def _op_hello(self, header: dict[str, Any], params: dict[str, Any], message: codec.Message, envelope: list[bytes], body: list[Any]) -> list[Any]:
+    def _op_hello(self, req: _Request) -> list[Any]:
         result = {
             "server": f"rcvgp {_package_version()}",
             "server_session": self.server_session,
@@ -446,15 +478,15 @@ class OracleServer:
             },
             "capabilities": sorted(set(self.spec.capabilities) | {"readback"} | ({"journal"} if self.journal_dir else set())),
         }
-        return codec.make_reply(header, self.server_session, result)
+        return codec.make_reply(req.header, self.server_session, result)
 
-    def _op_describe(self, header: dict[str, Any], params: dict[str, Any], message: codec.Message, envelope: list[bytes], body: list[Any]) -> list[Any]:
-        return codec.make_reply(header, self.server_session, {"oracle": self._spec_dict})
+    def _op_describe(self, req: _Request) -> list[Any]:
+        return codec.make_reply(req.header, self.server_session, {"oracle": self._spec_dict})
 
-    def _op_ping(self, header: dict[str, Any], params: dict[str, Any], message: codec.Message, envelope: list[bytes], body: list[Any]) -> list[Any]:
-        return codec.make_reply(header, self.server_session, {"server_session": self.server_session, "time": time.time()})
+    def _op_ping(self, req: _Request) -> list[Any]:
+        return codec.make_reply(req.header, self.server_session, {"server_session": self.server_session, "time": time.time()})
 
-    def _op_status(self, header: dict[str, Any], params: dict[str, Any], message: codec.Message, envelope: list[bytes], body: list[Any]) -> list[Any]:
+    def _op_status(self, req: _Request) -> list[Any]:
         cur = self._current
         result = {
             "server_session": self.server_session,
@@ -467,11 +499,11 @@ class OracleServer:
             "cache_entries": len(self._cache),
             **self.counters,
         }
-        return codec.make_reply(header, self.server_session, result)
+        return codec.make_reply(req.header, self.server_session, result)
 
-    def _op_measure(self, header: dict[str, Any], params: dict[str, Any], message: codec.Message, envelope: list[bytes], body: list[Any]) -> list[Any] | None:
-        key = (header["session"], header["id"])
-        digest = codec.request_digest(header, body[1:])
+    def _op_measure(self, req: _Request) -> list[Any] | None:
+        key = req.key
+        digest = codec.request_digest(req.header, req.body[1:])
         cached = self._cache_get(key)
         if cached is not None:
             if cached[0] != digest:
@@ -482,18 +514,18 @@ class OracleServer:
         if job is not None:
             if job.digest != digest:
                 raise WireError("BAD_REQUEST", f"request id {key[1]!r} is in progress for a different request; use a new id")
-            job.envelopes.append(envelope)  # answered when the measurement completes
+            job.envelopes.append(req.envelope)  # answered when the measurement completes
             self.counters["cache_hits"] += 1
             return None
-        readback = params.get("readback", False)
+        readback = req.params.get("readback", False)
         if not isinstance(readback, bool):
             raise WireError("BAD_REQUEST", f'measure parameter "readback" must be true or false, got {readback!r}')
-        X = self._validate_points(message)
+        X = self._validate_points(req.message)
         if len(self._pending) >= self.max_queue:
             raise WireError("BUSY", f"{len(self._pending)} measurements are queued (the limit is {self.max_queue}); retry later",
                             {"queue": len(self._pending), "max_queue": self.max_queue})
-        job = _Job(key, digest, header, X, readback)
-        job.envelopes.append(envelope)
+        job = _Job(key, digest, req.header, X, readback)
+        job.envelopes.append(req.envelope)
         self._pending[key] = job
         self._jobs.put(job)
         return None
