@@ -380,8 +380,14 @@ class OracleServer:
             log.debug("reply dropped: %s", exc)
 
     def _error(self, code: str, message: str, header: Mapping[str, Any] | None = None, details: Mapping[str, Any] | None = None) -> list[Any]:
+        """An error reply; it never raises, so no request goes unanswered and no thread dies."""
         self.counters["errors"] += 1
-        return codec.make_error(code, message, request=header, server_session=self.server_session, details=details)
+        try:
+            return codec.make_error(code, message, request=header, server_session=self.server_session, details=details)
+        except Exception:  # noqa: BLE001  the last resort: no echo, no details, ASCII text
+            log.error("could not build a %s reply:\n%s", code, traceback.format_exc())
+            text = message.encode("ascii", "backslashreplace").decode("ascii")
+            return codec.make_error(code, text, server_session=self.server_session)
 
     def _on_message(self, sock: zmq.Socket[Any], msg: list[bytes]) -> None:
         self.counters["requests"] += 1
@@ -576,8 +582,7 @@ class OracleServer:
                     self._journal_write(job.key, job.digest, frames)
             except Exception as exc:  # noqa: BLE001  never let the worker die
                 log.error("measure failed:\n%s", traceback.format_exc())
-                frames = codec.make_error("INTERNAL", f"internal server error: {type(exc).__name__}: {exc}",
-                                          request=job.header, server_session=self.server_session)
+                frames = self._error("INTERNAL", f"internal server error: {type(exc).__name__}: {exc}", job.header)
             self._current = None
             with self._done_lock:
                 self._done.append((job, frames))

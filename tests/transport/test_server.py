@@ -254,3 +254,74 @@ def test_many_clients_each_get_their_own_answers(server: OracleServer, fn: Count
     ref = CallableOracle(CountingFn(), SPEC)
     for k in range(6):
         np.testing.assert_array_equal(out[k], ref.measure(in_limits(7, seed=k)))
+
+
+# ---------------------------------------------------------------- issue 22: hostile input
+
+
+def _raw(text: str, *buffers: bytes) -> list[bytes]:
+    """A request whose frame 0 is this exact JSON text (escapes such as \\ud800 kept as written)."""
+    return [text.encode("ascii"), *buffers]
+
+
+@pytest.mark.parametrize("field", ["op", "id", "session"])
+def test_a_lone_surrogate_in_op_id_or_session_gets_a_reply_and_the_server_survives(server: OracleServer, field: str) -> None:
+    values = {"op": '"ping"', "id": '"1"', "session": '"s"'}
+    values[field] = '"\\ud800"'
+    text = '{"protocol":"rcvgp-oracle","v":"1.0",' + ",".join(f'"{k}":{v}' for k, v in values.items()) + "}"
+    with Channel(server.endpoint) as ch:
+        h = codec.decode(ch.exchange(_raw(text), None, timeout=3, deadline=3), dtypes=None).header
+        assert h["ok"] is False and h["error"]["code"] == "BAD_REQUEST", h
+        assert h["op"] is None and h["id"] is None and h["session"] is None
+        assert _ask(ch, _req("ping", "p"), "p").header["ok"] is True
+
+
+def test_a_measure_with_a_surrogate_id_is_refused_before_the_rig_and_measuring_goes_on(server: OracleServer, fn: CountingFn) -> None:
+    X = in_limits(4)
+    text = ('{"protocol":"rcvgp-oracle","v":"1.0","op":"measure","id":"\\ud800","session":"s","params":{},'
+            '"arrays":[{"name":"X","dtype":"<f8","shape":[4,3],"nbytes":96}]}')
+    with Channel(server.endpoint) as ch:
+        h = codec.decode(ch.exchange(_raw(text, X.tobytes()), None, timeout=3, deadline=3), dtypes=None).header
+        assert h["error"]["code"] == "BAD_REQUEST" and "surrogate" in h["error"]["message"]
+        assert fn.calls == []
+        y = _ask(ch, _req("measure", "ok", arrays={"X": X}), "ok").arrays["y"]
+        status = _ask(ch, _req("status", "st"), "st").header
+    assert y.shape == (4,) and len(fn.calls) == 1
+    assert status["ok"] is True and status["result"]["state"] == "idle"
+
+
+def test_the_worker_survives_a_reply_it_cannot_build(server: OracleServer, fn: CountingFn, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_reply, real_error = codec.make_reply, codec.make_error
+
+    def reply(request: Any, *args: Any, **kw: Any) -> Any:
+        if request.get("session") == "evil":
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+        return real_reply(request, *args, **kw)
+
+    def error(code: str, message: str, **kw: Any) -> Any:
+        if (kw.get("request") or {}).get("session") == "evil":
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+        return real_error(code, message, **kw)
+
+    monkeypatch.setattr(codec, "make_reply", reply)
+    monkeypatch.setattr(codec, "make_error", error)
+    with Channel(server.endpoint) as ch:
+        h = _ask(ch, _req("measure", "e", session="evil", arrays={"X": in_limits(2)})).header
+        assert h["ok"] is False and h["error"]["code"] == "INTERNAL"
+        assert _ask(ch, _req("measure", "n", arrays={"X": in_limits(3)}), "n").arrays["y"].shape == (3,)
+        assert _ask(ch, _req("status", "st"), "st").header["result"]["state"] == "idle"
+    assert len(fn.calls) == 2
+
+
+@pytest.mark.parametrize("shape", [[2**62, 4], [2**64, 4], [2**61, 4], [0, 2**64]])
+def test_a_shape_that_overflows_is_bad_request_not_internal(server: OracleServer, shape: list[int]) -> None:
+    with Channel(server.endpoint) as ch:
+        err = _ask(ch, [_hdr(dict(GOOD, arrays=[dict(DESC, shape=shape)])), X3.tobytes()]).header["error"]
+    assert err["code"] == "BAD_REQUEST", err
+
+
+@pytest.mark.parametrize("v", ["\u00b2.0", "\u0661.0", "1" * 5000])
+def test_a_version_with_non_ascii_digits_is_bad_request(server: OracleServer, v: str) -> None:
+    with Channel(server.endpoint) as ch:
+        err = _ask(ch, [_hdr(dict(GOOD, op="ping", v=v))]).header["error"]
+    assert err["code"] == "BAD_REQUEST", err
