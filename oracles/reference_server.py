@@ -16,6 +16,7 @@ measurements take long should measure in a worker thread so ``ping``/``status`` 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import math
 import signal
@@ -46,6 +47,22 @@ ORACLE = {
     "operators": ["add", "mul", "sin", "pow2"],
     "capabilities": [],
 }
+
+
+def loopback(endpoint):
+    """True for ipc://, and tcp:// on a loopback address (judging what follows a "SOURCE;")."""
+    scheme, _, rest = endpoint.partition("://")
+    if scheme == "ipc":
+        return True
+    host = rest.rpartition(";")[2].rsplit(":", 1)[0].strip("[]")
+    if scheme != "tcp":
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class Reject(Exception):
@@ -258,6 +275,11 @@ class ReferenceServer:
         sock.setsockopt(zmq.MAXMSGSIZE, 2 * self.max_message_bytes + 2**20)
         sock.bind(self.address)
         endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        if not loopback(endpoint):  # judge what was bound: "tcp://127.0.0.1:1;*:5555" binds *:5555
+            sock.close(0)
+            ctx.term()
+            raise SystemExit(f"refusing to serve on {endpoint} (from {self.address}): the reference server has "
+                             "no CURVE support; bind loopback or ipc:// only")
         print(f"reference server on {endpoint} (server session {self.session})", flush=True)
         try:
             while self.running:
@@ -281,8 +303,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-message-bytes", type=int, default=64 * 2**20)
     args = parser.parse_args(argv)
-    host = args.bind.partition("://")[2].rsplit(":", 1)[0]
-    if args.bind.startswith("tcp://") and not (host.startswith("127.") or host in ("localhost", "[::1]")):
+    if not loopback(args.bind):
         parser.error("the reference server has no CURVE support: bind loopback or ipc:// only")
     server = ReferenceServer(args.bind, noise=args.noise, seed=args.seed, max_message_bytes=args.max_message_bytes)
 

@@ -15,6 +15,7 @@ measured twice. A bad request never stops the server; every request gets a reply
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import logging
 import os
 import queue
@@ -48,14 +49,28 @@ _JOURNAL_MAGIC = b"RCVGPJ1\n"
 
 
 def is_loopback(address: str) -> bool:
-    """True for ipc://, inproc:// and tcp:// on 127.0.0.0/8, ::1 or localhost."""
+    """True for ipc://, inproc:// and tcp:// on 127.0.0.0/8, ::1 or localhost.
+
+    A tcp address may name a source before a ``;`` (``tcp://SOURCE;HOST:PORT``); ZeroMQ binds
+    what follows it, so that is what is judged. The server also judges the endpoint ZeroMQ
+    reports after binding (:attr:`OracleServer.endpoint`), which settles names and wildcards.
+    """
     scheme, _, rest = address.partition("://")
     if scheme in ("ipc", "inproc"):
         return True
     if scheme != "tcp":
         return False
-    host = rest.rsplit(":", 1)[0].strip("[]")
-    return host in ("localhost", "::1") or host.startswith("127.")
+    host = rest.rpartition(";")[2].rsplit(":", 1)[0]
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False  # an interface name or a wildcard: not provably loopback
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return bool(ip.is_loopback or (mapped is not None and mapped.is_loopback))
 
 
 def _package_version() -> str:
@@ -127,7 +142,9 @@ class OracleServer:
         the server's public key is accepted. Delete a file and call :meth:`reload_keys` (or send
         SIGHUP to ``rcvgp serve``) to revoke a client.
     insecure : bool
-        Allow a non-loopback bind without CURVE.
+        Allow a non-loopback bind without CURVE. Without it, both the address given and the
+        endpoint ZeroMQ actually bound must be loopback (or ipc://); otherwise the socket is
+        closed before it serves anyone and :class:`ConfigError` is raised.
     close_oracle : bool
         Call ``oracle.close()`` when the server stops.
     """
@@ -151,11 +168,9 @@ class OracleServer:
             raise ConfigError(f"OracleServer serves a DataOracle, got {type(oracle).__name__}")
         if not isinstance(address, str) or "://" not in address:
             raise ConfigError(f"address must be a ZeroMQ endpoint such as {DEFAULT_ADDRESS}, got {address!r}")
+        self.insecure = bool(insecure)
         if not is_loopback(address) and curve_secret_key is None and not insecure:
-            raise ConfigError(
-                f"refusing to bind {address} (not loopback) without CURVE: anyone on the network could "
-                "drive the rig. Give a server key (--curve-secret FILE, see `rcvgp keys`) or pass --insecure"
-            )
+            raise ConfigError(self._not_loopback_message(address))
         if curve_clients_dir is not None and curve_secret_key is None:
             raise ConfigError("curve_clients_dir needs curve_secret_key (the server's key pair)")
         self.oracle = oracle
@@ -213,6 +228,11 @@ class OracleServer:
             "ping": self._op_ping,
             "status": self._op_status,
         }
+
+    @staticmethod
+    def _not_loopback_message(what: str) -> str:
+        return (f"refusing to bind {what}: not loopback, and without CURVE anyone on the network could "
+                "drive the rig. Give a server key (--curve-secret FILE, see `rcvgp keys`) or pass --insecure")
 
     # ---------------------------------------------------------------- lifecycle
     def start(self, timeout: float = 10.0) -> OracleServer:
@@ -313,6 +333,9 @@ class OracleServer:
                 sock.curve_server = True
             sock.bind(self.address)
             self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+            if not is_loopback(self.endpoint) and self._curve_secret_key is None and not self.insecure:
+                sock.unbind(self.endpoint)
+                raise ConfigError(self._not_loopback_message(f"{self.address} (ZeroMQ bound {self.endpoint})"))
         except BaseException:
             sock.close(0)
             if auth is not None:

@@ -177,3 +177,10 @@ def test_reference_server_imports_nothing_from_rcvgp() -> None:
     imports = [line for line in text.splitlines() if line.startswith(("import ", "from "))]
     assert not any("rcvgp" in line for line in imports), imports
     assert "pickle" not in text.replace("never pickle", "")
+
+
+@pytest.mark.integration
+def test_the_reference_server_refuses_a_source_address_that_hides_a_public_bind() -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "oracles" / "reference_server.py"), "--bind", "tcp://127.0.0.1:1;*:5599"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode != 0 and "loopback" in proc.stderr

@@ -75,3 +75,22 @@ def test_keys_writes_key_pairs_and_refuses_to_overwrite(tmp_path: Path, capsys: 
     assert (tmp_path / "alice.key_secret").stat().st_mode & 0o077 == 0
     assert main(["keys", str(tmp_path)]) == 2
     assert "--force" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("bind", ["tcp://127.0.0.1:1;0.0.0.0:{port}", "tcp://127.0.0.1:0;*:{port}"])
+def test_serve_refuses_a_source_address_that_hides_a_public_bind(tmp_path: Path, bind: str) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = _serve(tmp_path, "--bind", bind.format(port=port))
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:  # it served: stop it before failing
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 2, out + err
+    assert "--insecure" in err and len(err.strip().splitlines()) == 1

@@ -325,3 +325,33 @@ def test_a_version_with_non_ascii_digits_is_bad_request(server: OracleServer, v:
     with Channel(server.endpoint) as ch:
         err = _ask(ch, [_hdr(dict(GOOD, op="ping", v=v))]).header["error"]
     assert err["code"] == "BAD_REQUEST", err
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("template", ["tcp://127.0.0.1:1;0.0.0.0:{port}", "tcp://127.0.0.1:0;*:{port}", "tcp://localhost:1;*:{port}"])
+def test_the_loopback_guard_judges_what_zeromq_binds(oracle: CallableOracle, template: str) -> None:
+    import socket
+
+    port = _free_port()
+    with pytest.raises(ConfigError, match="--insecure"):
+        OracleServer(oracle, template.format(port=port)).start()
+    with socket.socket() as s:  # refused before serving anyone, and the port released
+        s.bind(("0.0.0.0", port))
+
+
+def test_a_loopback_name_that_binds_loopback_is_served(oracle: CallableOracle) -> None:
+    with OracleServer(oracle, "tcp://localhost:*") as srv, Channel(srv.endpoint) as ch:
+        assert srv.endpoint is not None and srv.endpoint.startswith("tcp://127.0.0.1:")
+        assert _ask(ch, _req("ping", "p"), "p").header["ok"] is True
+
+
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1:1;0.0.0.0:5555", "tcp://127.0.0.1:1;*:5555", "tcp://127.0.0.1:1;10.0.0.5:5555"])
+def test_is_loopback_judges_the_address_after_a_source(address: str) -> None:
+    assert is_loopback(address) is False
