@@ -173,6 +173,10 @@ class OracleServer:
             raise ConfigError(self._not_loopback_message(address))
         if curve_clients_dir is not None and curve_secret_key is None:
             raise ConfigError("curve_clients_dir needs curve_secret_key (the server's key pair)")
+        if curve_clients_dir is not None and not Path(curve_clients_dir).is_dir():
+            # ZeroMQ's authenticator would log once and then refuse every client, silently.
+            raise ConfigError(f"--curve-clients {os.fspath(curve_clients_dir)}: not a folder; give the folder of "
+                              "allowed client public keys (*.key, see `rcvgp keys`)")
         self.oracle = oracle
         self.address = address
         spec = oracle.describe()
@@ -385,7 +389,11 @@ class OracleServer:
         if self._curve_clients_dir is None:
             auth.configure_curve(domain="*", location=zauth.CURVE_ALLOW_ANY)
         else:
-            auth.configure_curve(domain="*", location=os.fspath(self._curve_clients_dir))
+            folder = Path(self._curve_clients_dir)
+            if not any(folder.glob("*.key")):
+                log.warning("%s holds no client public key (*.key): every client is refused until one is "
+                            "added and the list reloaded (SIGHUP)", folder)
+            auth.configure_curve(domain="*", location=os.fspath(folder))
 
     # ---------------------------------------------------------------- requests
     @staticmethod

@@ -94,3 +94,18 @@ def test_serve_refuses_a_source_address_that_hides_a_public_bind(tmp_path: Path,
             proc.communicate()
     assert proc.returncode == 2, out + err
     assert "--insecure" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.integration
+def test_serve_refuses_a_missing_curve_clients_folder_in_one_line(tmp_path: Path) -> None:
+    assert main(["keys", str(tmp_path / "keys")]) == 0
+    proc = _serve(tmp_path, "--bind", f"ipc://{tmp_path}/rig.sock", "--curve-secret", str(tmp_path / "keys" / "server.key_secret"),
+                  "--curve-clients", str(tmp_path / "allowed"))
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:  # it served: stop it before failing
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 2, out + err
+    assert len(err.strip().splitlines()) == 1 and "--curve-clients" in err and "allowed" in err
