@@ -47,7 +47,7 @@ __all__ = [
 #: The protocol's name, carried by every header.
 PROTOCOL = "rcvgp-oracle"
 #: (major, minor) of the protocol this module speaks; independent of the package version.
-PROTOCOL_VERSION = (1, 0)
+PROTOCOL_VERSION = (1, 1)
 #: The same as the ``"v"`` header string.
 VERSION = f"{PROTOCOL_VERSION[0]}.{PROTOCOL_VERSION[1]}"
 #: The operations of v1.
@@ -62,6 +62,9 @@ ERROR_CODES: dict[str, bool] = {
     "BUSY": True,
     "RIG_FAULT": False,
     "INTERNAL": False,
+    # Added in 1.1; a 1.0 client treats them as it treats any final error.
+    "RIG_TIMEOUT": False,
+    "EXPIRED": False,
 }
 #: dtypes a v1 server accepts for set points (explicit byte order); replies always use '<f8'.
 ARRAY_DTYPES = ("<f8", ">f8", "<f4", ">f4")
@@ -370,9 +373,11 @@ def make_request(
     session: str,
     params: Mapping[str, Any] | None = None,
     arrays: Mapping[str, np.ndarray] | None = None,
+    *,
+    expires_in: float | None = None,
 ) -> list[bytes | memoryview]:
-    """Frames of a request."""
-    header = {
+    """Frames of a request; ``expires_in`` (seconds) lets the server drop it if not started by then."""
+    header: dict[str, Any] = {
         "protocol": PROTOCOL,
         "v": VERSION,
         "type": "request",
@@ -381,6 +386,8 @@ def make_request(
         "session": session,
         "params": dict(params or {}),
     }
+    if expires_in is not None:
+        header["expires_in"] = float(expires_in)
     return encode(header, arrays)
 
 

@@ -109,3 +109,27 @@ def test_serve_refuses_a_missing_curve_clients_folder_in_one_line(tmp_path: Path
             proc.communicate()
     assert proc.returncode == 2, out + err
     assert len(err.strip().splitlines()) == 1 and "--curve-clients" in err and "allowed" in err
+
+
+@pytest.mark.integration
+def test_serve_passes_the_cache_bound_and_the_measure_timeout_on(tmp_path: Path) -> None:
+    address = f"ipc://{tmp_path}/rig.sock"
+    proc = _serve(tmp_path, "--bind", address, "--quiet", "--reply-cache-bytes", "5000000", "--measure-timeout", "7.5")
+    try:
+        assert proc.stdout is not None and "rig:test" in proc.stdout.readline()
+        with ZmqOracle(address, timeout=2, deadline=20) as remote:
+            limits = remote.hello()["limits"]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)
+    assert limits["reply_cache_bytes"] == 5_000_000 and limits["measure_timeout"] == 7.5
+
+
+@pytest.mark.parametrize("flag, value", [("--measure-timeout", "-1"), ("--measure-timeout", "soon"), ("--reply-cache-bytes", "-5")])
+def test_serve_names_a_bad_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str) -> None:
+    (tmp_path / "myrig.py").write_text(RIG)
+    try:
+        code = main(["serve", f"{tmp_path / 'myrig.py'}:Rig", "--bind", f"ipc://{tmp_path}/x.sock", flag, value])
+    except SystemExit as exc:  # argparse's own refusal
+        code = exc.code  # type: ignore[assignment]
+    assert code == 2 and flag in capsys.readouterr().err
