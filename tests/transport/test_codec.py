@@ -188,3 +188,18 @@ def test_a_header_over_the_limit_is_too_large_with_documented_details() -> None:
 def test_non_finite_numbers_in_details_are_written_as_strings(value: float, text: str) -> None:
     header = json.loads(bytes(codec.make_error("OUT_OF_LIMITS", "x", details={"value": value})[0]))
     assert header["error"]["details"]["value"] == text
+
+
+def test_the_schema_agrees_with_the_codec_on_error_codes_and_versions() -> None:
+    from importlib import resources
+
+    schema = json.loads(resources.files("rcvgp.protocols").joinpath("v1.schema.json").read_text(encoding="utf-8"))
+    assert set(schema["$defs"]["error"]["properties"]["code"]["enum"]) == set(codec.ERROR_CODES)
+    pattern = re.compile(schema["$defs"]["request"]["properties"]["v"]["pattern"])
+    for text in ["1.0", "1", "1.2.3", "\u00b2.0", "\u0661.0", "1" * 10, "1.0.0.0", "v1", "", "01.1"]:
+        try:
+            codec.parse_version(text)
+            accepted = True
+        except WireError:
+            accepted = False
+        assert accepted is bool(pattern.fullmatch(text) and text.isascii()), text
