@@ -294,7 +294,7 @@ class ZmqOracle(DataOracle):
         rid = request_id or self.next_id()
         dl = self.deadline if deadline == "default" else deadline
         # A measure this client has given up on must not reach the rig later (protocol 1.1).
-        expires_in = float(dl) if op == "measure" and dl is not None else None  # type: ignore[arg-type]
+        expires_in = float(dl) if op == "measure" and dl is not None else None
         frames = codec.make_request(op, rid, self.session, params, arrays, expires_in=expires_in)
         start = time.monotonic()
         self.requests += 1
