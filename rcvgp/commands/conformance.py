@@ -1,13 +1,15 @@
 """``rcvgp conformance ENDPOINT``: check any oracle server against protocol v1.
 
 Prints a pass/fail line per scenario (or ``--json``); exit status 0 when all pass, 1 when any
-fails (a server that never answers fails every scenario, it does not hang the command).
+fails. When nothing answers at the endpoint it prints one line saying why, as far as ZeroMQ can
+tell (connection refused, a server that wants CURVE keys, a refused key), and exits 4.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 __all__ = ["register"]
@@ -33,7 +35,9 @@ def register(subparsers: Any) -> None:
 
 
 def run_conformance(args: argparse.Namespace) -> int:
+    from rcvgp.cli import ExitCode
     from rcvgp.conformance import check_oracle
+    from rcvgp.errors import OracleTimeout
 
     def show(result: Any) -> None:
         if not args.json:
@@ -43,17 +47,26 @@ def run_conformance(args: argparse.Namespace) -> int:
                 line += f"\n        {result.message}"
             print(line, flush=True)
 
-    if not args.json:
-        print(f"conformance of {args.endpoint}")
-    report = check_oracle(
-        args.endpoint,
-        points=args.points,
-        timeout=args.timeout,
-        curve_server_key=args.curve_server_key,
-        curve_client_key=args.curve_client_key,
-        only=args.only,
-        progress=show,
-    )
+    def first(result: Any) -> None:
+        if not args.json and not shown:
+            print(f"conformance of {args.endpoint}")
+            shown.append(True)
+        show(result)
+
+    shown: list[bool] = []
+    try:
+        report = check_oracle(
+            args.endpoint,
+            points=args.points,
+            timeout=args.timeout,
+            curve_server_key=args.curve_server_key,
+            curve_client_key=args.curve_client_key,
+            only=args.only,
+            progress=first,
+        )
+    except OracleTimeout as exc:  # not a verdict on the protocol: one line, "did not answer in time"
+        print(f"rcvgp conformance: {exc}", file=sys.stderr)
+        return ExitCode.TIMEOUT
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

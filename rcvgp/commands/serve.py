@@ -39,6 +39,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-rows", type=int, default=None, metavar="N", help="most rows per measure request")
     p.add_argument("--max-message-bytes", type=int, default=64 * 2**20, metavar="N",
                    help="larger requests get TOO_LARGE (default 64 MiB)")
+    p.add_argument("--reply-cache-bytes", type=int, default=64 * 2**20, metavar="N",
+                   help="bound of the reply cache kept for retries, in bytes (default 64 MiB; the newest reply "
+                        "is always kept); older replies are answered from --journal, or measured again")
+    p.add_argument("--measure-timeout", type=_seconds_or_none, default=600.0, metavar="S",
+                   help="longest measurement in seconds (default 600; 'none' for no limit): a longer one is answered "
+                        "RIG_TIMEOUT, and new measures too until the rig returns")
     p.add_argument("--journal", default=None, metavar="DIR",
                    help="store every measure reply in DIR, so a retry after a restart is not measured again")
     p.add_argument("--curve-secret", default=None, metavar="FILE",
@@ -60,6 +66,18 @@ def register(subparsers: Any) -> None:
                    help="key pair name (repeatable; default: server)")
     k.add_argument("--force", action="store_true", help="overwrite existing files")
     k.set_defaults(func=run_keys)
+
+
+def _seconds_or_none(text: str) -> float | None:
+    if text.strip().lower() in ("none", "0"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds or 'none', got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0 or 'none', got {text!r}")
+    return value
 
 
 def load_oracle(ident: str, *, noise: str | None = None, seed: int = 0, latency: float = 0.0) -> Any:
@@ -118,6 +136,8 @@ def run_serve(args: argparse.Namespace) -> int:
             on_ready=ready,
             max_rows=args.max_rows,
             max_message_bytes=args.max_message_bytes,
+            reply_cache_bytes=args.reply_cache_bytes,
+            measure_timeout=args.measure_timeout,
             journal_dir=args.journal,
             curve_secret_key=args.curve_secret,
             curve_clients_dir=args.curve_clients,

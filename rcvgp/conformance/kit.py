@@ -22,12 +22,17 @@ import numpy as np
 
 from rcvgp.errors import ConfigError, OracleTimeout, RcvgpError
 from rcvgp.transport import codec
-from rcvgp.transport.client import Channel
+from rcvgp.transport.client import Channel, diagnose
 
 __all__ = ["ScenarioResult", "ConformanceReport", "check_oracle", "load_points", "scenario_list"]
 
 _CAP_BYTES = 64 * 2**20
 _OVERSIZE_CAP = 256 * 2**20
+#: The names the ``operators`` hint of an oracle description may hold (protocols/v1.md, section 5).
+OPERATOR_NAMES = frozenset({"add", "sub", "mul", "div", "inv", "neg", "n2", "n3", "n4", "n5", "sin", "cos", "exp", "log",
+                            "sqrt", "tanh", "const"})
+#: The values of ``status.state``.
+STATES = frozenset({"idle", "measuring", "stuck"})
 
 
 def scenario_list() -> list[dict[str, Any]]:
@@ -159,6 +164,8 @@ class _Kit:
         self.counter = 0
         self.hello: dict[str, Any] | None = None
         self.server_session: str | None = None
+        self.minor = 0  # the server's minor version: 1.1 additions are checked from 1
+        self.raw_header_id: Any = None
 
     # ------------------------------------------------------------ sending
     def next_id(self) -> str:
@@ -168,9 +175,11 @@ class _Kit:
     def raw(self, frames: Sequence[Any], rid: str | None = None) -> codec.Message:
         reply = self.channel.exchange(list(frames), rid, timeout=self.timeout, deadline=2 * self.timeout)
         try:
-            return codec.decode(reply, dtypes=None)
+            msg = codec.decode(reply, dtypes=None)
         except codec.WireError as exc:
             raise _Fail(f"the reply breaks the protocol: {exc.message}") from None
+        self.raw_header_id = msg.header.get("id")
+        return msg
 
     def header(self, op: str, rid: str | None = None, **extra: Any) -> dict[str, Any]:
         h = {"protocol": codec.PROTOCOL, "v": codec.VERSION, "type": "request", "op": op,
@@ -216,7 +225,17 @@ class _Kit:
         return err
 
     def measurements(self) -> int:
+        """Measure requests executed for the kit's session (robust to other clients measuring).
+
+        A 1.0 server has only the server-wide counter, which other clients move too: run the kit
+        while nobody else measures there.
+        """
         result = self.ok(self.request("status"), "status")
+        own = result.get("session_counters")
+        if self.minor >= 1:
+            if not isinstance(own, dict) or not isinstance(own.get("measurements"), int):
+                raise _Fail("a 1.1 server's status needs \"session_counters\" with an integer \"measurements\"")
+            return int(own["measurements"])
         n = result.get("measurements")
         if not isinstance(n, int):
             raise _Fail("status result has no integer \"measurements\" counter (measure requests executed)")
@@ -303,6 +322,17 @@ class _Kit:
             raise _Fail(f"hello result limits need integers max_rows and max_message_bytes, got {limits!r}")
         if "truth" in json.dumps(oracle).lower() or "equation" in oracle:
             raise _Fail("the oracle description must not expose the equation")
+        unknown = sorted(str(o) for o in oracle.get("operators") or [] if o not in OPERATOR_NAMES)
+        if unknown:
+            raise _Fail(f"the operators hint holds names outside the protocol's table: {unknown} "
+                        f"(known: {', '.join(sorted(OPERATOR_NAMES))})")
+        for where, caps in (("capabilities", result.get("capabilities", [])), ("oracle.capabilities", oracle.get("capabilities", []))):
+            if not isinstance(caps, list) or not all(isinstance(c, str) for c in caps):
+                raise _Fail(f"{where} must be a list of strings, got {caps!r}")
+        try:
+            self.minor = codec.parse_version(h.get("v"))[1]
+        except codec.WireError:
+            raise _Fail(f"the reply's \"v\" is not a version: {h.get('v')!r}") from None
         self.hello = result
         self.server_session = sess
         return f"{oracle.get('name')!r}: {len(oracle['variables'])} variable(s), max_rows {limits['max_rows']}"
@@ -333,6 +363,8 @@ class _Kit:
         missing = [k for k in ("state", "requests", "measurements", "points") if k not in result]
         if missing:
             raise _Fail(f"status result lacks {', '.join(missing)}")
+        if result["state"] not in STATES:
+            raise _Fail(f"status state must be one of {sorted(STATES)}, got {result['state']!r}")
         return f"state {result['state']}"
 
     def s_describe(self) -> str:
@@ -387,9 +419,16 @@ class _Kit:
                 raise _Fail(f"OUT_OF_LIMITS details lack {key!r}")
         if d["variable"] not in err["message"]:
             raise _Fail(f"the message must name the variable: {err['message']!r}")
+        nan_rows = self.in_points()[:1].copy()
+        nan_rows[0, 0] = np.nan
+        nan_err = self.error(self.request("measure", {}, {"X": nan_rows}), "OUT_OF_LIMITS", "a NaN set point")
+        if nan_err["details"].get("value") != "nan":
+            raise _Fail(f'OUT_OF_LIMITS details write a NaN value as the string "nan", got {nan_err["details"].get("value")!r}')
         after = self.measurements()
         if after != before:
             raise _Fail(f"the out-of-limit request reached the oracle (measurements {before} -> {after})")
+        self.check_y(self.request("measure", {}, {"X": self.in_points()}, rid=rid), self.in_points().shape[0],
+                     "an id refused with OUT_OF_LIMITS, reused with in-limit points")
         return err["message"]
 
     def s_too_many_rows(self) -> str:
@@ -398,7 +437,9 @@ class _Kit:
         if nbytes + 4096 > min(self.max_bytes(), _CAP_BYTES):
             raise _Skip(f"{rows} rows would exceed the message cap; covered by oversize_message")
         before = self.measurements()
-        self.error(self.request("measure", {}, {"X": self.tile(rows)}), "TOO_LARGE", f"measure of {rows} rows")
+        err = self.error(self.request("measure", {}, {"X": self.tile(rows)}), "TOO_LARGE", f"measure of {rows} rows")
+        if err["details"].get("rows") != rows or err["details"].get("max_rows") != self.max_rows():
+            raise _Fail(f"TOO_LARGE details for rows must give rows={rows} and max_rows={self.max_rows()}, got {err['details']}")
         if self.measurements() != before:
             raise _Fail("a request over max_rows reached the oracle")
         return f"{rows} rows refused"
@@ -419,7 +460,14 @@ class _Kit:
         self._bad([json.dumps(dict(good, id=self.next_id(), arrays=[bad_n])).encode(), X.astype("<f8").tobytes()], "nbytes not matching")
         bad_s = dict(desc, shape=[X.shape[0] + 1, X.shape[1]], nbytes=int(X.nbytes))
         self._bad([json.dumps(dict(good, id=self.next_id(), arrays=[bad_s])).encode(), X.astype("<f8").tobytes()], "shape not matching")
-        return "6 kinds refused"
+        for field_ in ("dtype", "nbytes"):
+            partial = {k: v for k, v in desc.items() if k != field_}
+            self._bad([json.dumps(dict(good, id=self.next_id(), arrays=[partial])).encode(), X.astype("<f8").tobytes()],
+                      f"a descriptor without {field_}")
+        huge = dict(desc, shape=[2**64, X.shape[1]])
+        self._bad([json.dumps(dict(good, id=self.next_id(), arrays=[huge])).encode(), X.astype("<f8").tobytes()],
+                  "a shape whose size overflows 64 bits")
+        return "9 kinds refused"
 
     def s_malformed_json(self) -> str:
         self._bad([b"{this is not json"], "invalid JSON")
@@ -430,7 +478,25 @@ class _Kit:
         self._bad([json.dumps(self.header("ping", protocol="not-rcvgp")).encode()], "a wrong protocol name")
         self._bad([json.dumps(self.header("ping", params=[1])).encode()], "params not an object")
         self._bad([b'{"protocol":"rcvgp-oracle","v":"1.0","op":"ping","id":"x","session":"s","n":NaN}'], "a NaN literal")
-        return "6 kinds refused"
+        self.error(self.raw([json.dumps(self.header("ping", id="")).encode()], ""), "BAD_REQUEST", "an empty id")
+        if self.raw_header_id != "":
+            raise _Fail(f'a reply echoes an id that is a string of at most 128 characters as sent, even "", got {self.raw_header_id!r}')
+        self.alive()
+        for v in ("\u00b2.0", "\u0661.0"):
+            self._bad([json.dumps(self.header("ping", v=v), ensure_ascii=False).encode()], f"a version with the non-ASCII digit {v[0]!r}")
+        text = json.dumps(self.header("ping", id="X")).replace('"id": "X"', '"id": "\\ud800"')
+        msg = self.raw([text.encode()], None)
+        self.error(msg, "BAD_REQUEST", "an id with a lone UTF-16 surrogate")
+        if msg.header.get("id") is not None:
+            raise _Fail(f"an id that cannot be echoed in UTF-8 is echoed as null, got {msg.header.get('id')!r}")
+        self.alive()
+        return "10 kinds refused"
+
+    def s_null_optional_fields(self) -> str:
+        h = self.header("ping", params=None, arrays=None)
+        del h["type"]
+        self.ok(self.raw([json.dumps(h).encode()], h["id"]), 'ping with "params": null, "arrays": null and no "type"')
+        return ""
 
     def s_wrong_dtype(self) -> str:
         X = self.in_points()
@@ -499,8 +565,33 @@ class _Kit:
             n += 1
             h["arrays"] = [dict(desc, shape=[n], nbytes=8 * n)]
             frames = [json.dumps(h).encode(), bytes(8 * n)]
-        self.error(self.raw(frames, h["id"]), "TOO_LARGE", f"a message of {sum(len(f) for f in frames)} bytes", h["id"])
+        size = sum(len(f) for f in frames)
+        err = self.error(self.raw(frames, h["id"]), "TOO_LARGE", f"a message of {size} bytes", h["id"])
+        if err["details"].get("bytes") != size or err["details"].get("max_message_bytes") != limit:
+            raise _Fail(f"TOO_LARGE details for a message must give bytes={size} and max_message_bytes={limit}, got {err['details']}")
         return f"{sum(len(f) for f in frames)} bytes refused"
+
+    def s_oversize_header(self) -> str:
+        h = self.header("ping", x_pad="")
+        h["x_pad"] = " " * (codec.MAX_HEADER_BYTES + 1 - len(json.dumps(h).encode()))
+        frame = json.dumps(h).encode()
+        msg = self.raw([frame], None)
+        err = self.error(msg, "TOO_LARGE", f"a header frame of {len(frame)} bytes")
+        d = err["details"]
+        if self.minor >= 1 and (d.get("header_bytes") != len(frame) or d.get("max_header_bytes") != codec.MAX_HEADER_BYTES):
+            raise _Fail(f"TOO_LARGE details for a header must give header_bytes={len(frame)} and "
+                        f"max_header_bytes={codec.MAX_HEADER_BYTES}, got {d}")
+        self.alive()
+        return f"{len(frame)} bytes refused"
+
+    def s_expires_in(self) -> str:
+        if self.minor < 1:
+            raise _Skip("expires_in is a 1.1 addition; this server speaks 1.0")
+        X = self.in_points()
+        self.check_y(self.request("measure", {}, {"X": X}, expires_in=60.0), X.shape[0], "measure with expires_in 60")
+        for bad in ("soon", -1):
+            self.error(self.request("measure", {}, {"X": X}, expires_in=bad), "BAD_REQUEST", f"measure with expires_in {bad!r}")
+        return "honoured and validated"
 
     def s_still_serving(self) -> str:
         msg = self.request("ping")
@@ -540,8 +631,17 @@ def check_oracle(
     -------
     ConformanceReport
         ``report.passed`` is False when any scenario failed.
+
+    Raises
+    ------
+    OracleTimeout
+        Nothing answers a ``ping`` at ``address`` (within ``timeout``); the message says why
+        when ZeroMQ can tell (connection refused, a server that wants CURVE keys, a refused key).
     """
     pts = load_points(points)
+    reason = diagnose(address, curve_server_key=curve_server_key, curve_client_key=curve_client_key, timeout=timeout)
+    if reason is not None:
+        raise OracleTimeout(f"{address} is unreachable: {reason}")
     report = ConformanceReport(address)
     channel = Channel(address, curve_server_key=curve_server_key, curve_client_key=curve_client_key)
     kit = _Kit(channel, float(timeout), pts)

@@ -28,7 +28,7 @@ from rcvgp.errors import ConfigError, OracleError, OracleTimeout, ProtocolError,
 from rcvgp.oracle import DataOracle, OracleSpec, check_reply
 from rcvgp.transport import codec
 
-__all__ = ["Channel", "ZmqOracle", "RemoteOutOfLimits", "remote_error"]
+__all__ = ["Channel", "ZmqOracle", "RemoteOutOfLimits", "remote_error", "diagnose"]
 
 log = logging.getLogger("rcvgp.transport.client")
 
@@ -95,6 +95,11 @@ class Channel:
         self.reconnects = 0
 
     def _open(self) -> zmq.Socket[Any]:
+        sock = self._open_unconnected()
+        sock.connect(self.address)
+        return sock
+
+    def _open_unconnected(self) -> zmq.Socket[Any]:
         if self._ctx is None:
             raise OracleError(f"the connection to {self.address} is closed")
         sock = self._ctx.socket(zmq.DEALER)
@@ -103,7 +108,6 @@ class Channel:
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
         if self._curve is not None:
             sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = self._curve
-        sock.connect(self.address)
         return sock
 
     def _reset(self) -> None:
@@ -288,8 +292,10 @@ class ZmqOracle(DataOracle):
             The reply breaks the protocol.
         """
         rid = request_id or self.next_id()
-        frames = codec.make_request(op, rid, self.session, params, arrays)
         dl = self.deadline if deadline == "default" else deadline
+        # A measure this client has given up on must not reach the rig later (protocol 1.1).
+        expires_in = float(dl) if op == "measure" and dl is not None else None
+        frames = codec.make_request(op, rid, self.session, params, arrays, expires_in=expires_in)
         start = time.monotonic()
         self.requests += 1
         pause = 0.05
@@ -417,3 +423,67 @@ class ZmqOracle(DataOracle):
 
     def __repr__(self) -> str:
         return f"ZmqOracle({self.address!r}, session={self.session!r})"
+
+
+def diagnose(
+    address: str,
+    *,
+    curve_server_key: str | bytes | os.PathLike[str] | None = None,
+    curve_client_key: str | os.PathLike[str] | None = None,
+    timeout: float = 5.0,
+) -> str | None:
+    """Why nothing answers at ``address``, or None when a ``ping`` gets a reply.
+
+    Sends one ``ping`` on a monitored socket and reads ZeroMQ's connection events, so it can
+    tell a refused connection, a server that wants CURVE keys (or does not speak CURVE), a
+    refused client key and a server that accepts the connection but does not answer. It
+    returns as soon as one of those is known, and after ``timeout`` seconds at the latest.
+    """
+    from zmq.utils.monitor import recv_monitor_message
+
+    channel = Channel(address, curve_server_key=curve_server_key, curve_client_key=curve_client_key)
+    assert channel._ctx is not None
+    sock = channel._open_unconnected()
+    monitor = sock.get_monitor_socket()
+    rid = "diagnose-" + uuid.uuid4().hex[:8]
+    connected = handshaken = False
+    reason: str | None = "no reply"
+    try:
+        sock.connect(address)
+        sock.send_multipart([b"", *codec.make_request("ping", rid, "diagnose-" + uuid.uuid4().hex)], copy=False)
+        end = time.monotonic() + timeout
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(monitor, zmq.POLLIN)
+        while (left := end - time.monotonic()) > 0:
+            events = dict(poller.poll(max(1, int(left * 1000))))
+            if sock in events:
+                sock.recv_multipart()
+                return None
+            if monitor not in events:
+                continue
+            event = zmq.Event(recv_monitor_message(monitor)["event"])
+            if event == zmq.EVENT_CONNECTED:
+                connected = True
+            elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                handshaken = True
+            elif event == zmq.EVENT_CONNECT_RETRIED and not connected:
+                return "nothing accepts connections there (connection refused, or no such ipc socket)"
+            elif event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                return "the server refused this client's CURVE key (not in its allow-list; see --curve-client-key)"
+            elif event in (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
+                if channel._curve is None:
+                    return "the security handshake failed: the server wants CURVE keys (give --curve-server-key)"
+                return "the CURVE handshake failed: the server does not speak CURVE, or its public key is another"
+        if handshaken:
+            reason = f"the server accepted the connection but did not answer a ping within {timeout:g} s"
+        elif connected:
+            reason = f"the connection opened but its handshake did not finish within {timeout:g} s"
+        else:
+            reason = f"no connection within {timeout:g} s (is the host reachable?)"
+        return reason
+    finally:
+        sock.disable_monitor()
+        monitor.close(0)
+        sock.close(0)
+        channel.close()

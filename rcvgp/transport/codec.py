@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,7 +47,7 @@ __all__ = [
 #: The protocol's name, carried by every header.
 PROTOCOL = "rcvgp-oracle"
 #: (major, minor) of the protocol this module speaks; independent of the package version.
-PROTOCOL_VERSION = (1, 0)
+PROTOCOL_VERSION = (1, 1)
 #: The same as the ``"v"`` header string.
 VERSION = f"{PROTOCOL_VERSION[0]}.{PROTOCOL_VERSION[1]}"
 #: The operations of v1.
@@ -61,12 +62,21 @@ ERROR_CODES: dict[str, bool] = {
     "BUSY": True,
     "RIG_FAULT": False,
     "INTERNAL": False,
+    # Added in 1.1; a 1.0 client treats them as it treats any final error.
+    "RIG_TIMEOUT": False,
+    "EXPIRED": False,
 }
 #: dtypes a v1 server accepts for set points (explicit byte order); replies always use '<f8'.
 ARRAY_DTYPES = ("<f8", ">f8", "<f4", ">f4")
 #: Largest header frame a peer must accept.
 MAX_HEADER_BYTES = 65536
+#: Deepest nesting of JSON objects and lists a header may have.
+MAX_HEADER_DEPTH = 32
+#: Largest array dimension (JSON's exact-integer range).
+MAX_DIMENSION = 2**53 - 1
 _MAX_ID = 128
+# "MAJOR", "MAJOR.MINOR" or "MAJOR.MINOR.PATCH", ASCII digits only (str.isdigit accepts "²" and "١").
+_VERSION = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,9}){0,2}")
 
 
 @dataclass
@@ -86,14 +96,16 @@ class Message:
 
 
 def parse_version(v: Any) -> tuple[int, int]:
-    """``"1.0"`` -> ``(1, 0)``; raises :class:`WireError` (BAD_REQUEST) for anything else."""
-    if isinstance(v, str):
+    """``"1.0"`` -> ``(1, 0)``; raises :class:`WireError` (BAD_REQUEST) for anything else.
+
+    Accepted: ``MAJOR``, ``MAJOR.MINOR`` or ``MAJOR.MINOR.PATCH``, each part 1 to 9 ASCII digits
+    (a patch part is ignored). Senders write ``"MAJOR.MINOR"``.
+    """
+    if isinstance(v, str) and _VERSION.fullmatch(v):
         parts = v.split(".")
-        if 1 <= len(parts) <= 3 and all(p.isdigit() for p in parts):
-            major = int(parts[0])
-            minor = int(parts[1]) if len(parts) > 1 else 0
-            return major, minor
-    raise WireError("BAD_REQUEST", f'header field "v" must be a version string like "{VERSION}", got {v!r}')
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
+    raise WireError("BAD_REQUEST", f'header field "v" must be a version string like "{VERSION}" (ASCII digits), got {shown}')
 
 
 def version_mismatch_message(peer: tuple[int, int], ours: tuple[int, int] = PROTOCOL_VERSION, *, we_are: str = "server") -> str:
@@ -108,9 +120,13 @@ def version_mismatch_message(peer: tuple[int, int], ours: tuple[int, int] = PROT
 
 
 def sanitize(value: Any) -> Any:
-    """Make a value strict-JSON safe: non-finite floats become strings, numpy scalars plain."""
+    """Make a value strict-JSON and UTF-8 safe.
+
+    Non-finite floats become the strings ``"nan"``, ``"inf"``, ``"-inf"``; numpy scalars become
+    plain numbers; a lone UTF-16 surrogate in a string (which UTF-8 cannot encode) becomes U+FFFD.
+    """
     if isinstance(value, dict):
-        return {str(k): sanitize(v) for k, v in value.items()}
+        return {_utf8_safe(str(k)): sanitize(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [sanitize(v) for v in value]
     if isinstance(value, (bool, np.bool_)):
@@ -120,9 +136,25 @@ def sanitize(value: Any) -> Any:
     if isinstance(value, (float, np.floating)):
         f = float(value)
         return f if math.isfinite(f) else repr(f)
-    if value is None or isinstance(value, str):
+    if isinstance(value, str):
+        return _utf8_safe(value)
+    if value is None:
         return value
-    return str(value)
+    return _utf8_safe(str(value))
+
+
+def _utf8_safe(text: str) -> str:
+    if not _has_surrogate(text):
+        return text
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _dumps(obj: Any) -> bytes:
@@ -158,21 +190,79 @@ def encode(header: Mapping[str, Any], arrays: Mapping[str, np.ndarray] | None = 
 
 
 def decode_header(frame: bytes | memoryview) -> dict[str, Any]:
-    """Parse frame 0; :class:`WireError` (BAD_REQUEST) when it is not a UTF-8 JSON object."""
+    """Parse frame 0.
+
+    Raises
+    ------
+    WireError
+        TOO_LARGE for a frame over :data:`MAX_HEADER_BYTES` (details ``header_bytes``,
+        ``max_header_bytes``); BAD_REQUEST when it is not a UTF-8 JSON object, nests deeper than
+        :data:`MAX_HEADER_DEPTH`, or holds a string with a lone UTF-16 surrogate (``"\\ud800"``:
+        valid JSON syntax, but not Unicode text, and it could not be echoed in UTF-8).
+    """
     raw = bytes(frame)
     if len(raw) > MAX_HEADER_BYTES:
-        raise WireError("TOO_LARGE", f"header frame is {len(raw)} bytes, the limit is {MAX_HEADER_BYTES}")
+        raise WireError("TOO_LARGE", f"header frame is {len(raw)} bytes, the limit is {MAX_HEADER_BYTES}",
+                        {"header_bytes": len(raw), "max_header_bytes": MAX_HEADER_BYTES})
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise WireError("BAD_REQUEST", f"frame 0 (the header) is not valid UTF-8: {exc}") from None
+    if text.count("[") + text.count("{") > MAX_HEADER_DEPTH and _nesting(text) > MAX_HEADER_DEPTH:
+        raise WireError("BAD_REQUEST", f"frame 0 (the header) nests objects and lists more than {MAX_HEADER_DEPTH} deep")
     try:
         header = json.loads(text, parse_constant=_reject_constant)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise WireError("BAD_REQUEST", f"frame 0 (the header) is not valid JSON: {exc}") from None
     if not isinstance(header, dict):
         raise WireError("BAD_REQUEST", f"frame 0 must be a JSON object, got a JSON {type(header).__name__}")
+    where = _surrogate_path(header) if "\\u" in text else None  # only an escape can make one
+    if where is not None:
+        raise WireError("BAD_REQUEST", f"frame 0 (the header): {where} holds a lone UTF-16 surrogate escape "
+                        "(such as \\ud800), which is not Unicode text; send valid UTF-8 strings")
     return header
+
+
+def _nesting(text: str) -> int:
+    """The deepest bracket nesting of a JSON text, brackets inside strings not counted (no recursion)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def _surrogate_path(value: Any, path: str = "a key") -> str | None:
+    """Where the first string with a lone surrogate is (a key or a value), or None."""
+    if isinstance(value, str):
+        return path if _has_surrogate(value) else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if _has_surrogate(k):
+                return "a key"
+            found = _surrogate_path(v, f"field {k!r}")
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for v in value:
+            found = _surrogate_path(v, path)
+            if found is not None:
+                return found
+    return None
 
 
 def _reject_constant(name: str) -> Any:
@@ -224,7 +314,7 @@ def _decode_array(i: int, desc: Any, buf: bytes | memoryview, dtypes: Sequence[s
         raise WireError("BAD_REQUEST", f"{where}: \"name\" must be a non-empty string")
     dt = desc.get("dtype")
     if not isinstance(dt, str):
-        raise WireError("BAD_REQUEST", f"array {name!r}: \"dtype\" must be a string such as '<f8'")
+        raise WireError("BAD_REQUEST", f"array {name!r}: \"dtype\" must be a string such as '<f8', got {_short(dt)}")
     if dtypes is not None and dt not in dtypes:
         raise WireError(
             "BAD_REQUEST",
@@ -242,13 +332,18 @@ def _decode_array(i: int, desc: Any, buf: bytes | memoryview, dtypes: Sequence[s
     if (
         not isinstance(shape, list)
         or len(shape) > 8
-        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape)
+        or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_DIMENSION for s in shape)
     ):
-        raise WireError("BAD_REQUEST", f"array {name!r}: \"shape\" must be a list of integers >= 0, got {shape!r}")
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize if shape else dtype.itemsize
+        raise WireError(
+            "BAD_REQUEST",
+            f"array {name!r}: \"shape\" must be a list of at most 8 integers from 0 to 2**53 - 1, got {_short(shape)}",
+        )
+    expected = math.prod(shape) * dtype.itemsize  # Python integers: no overflow
     nbytes = desc.get("nbytes")
+    if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes < 0:
+        raise WireError("BAD_REQUEST", f"array {name!r}: \"nbytes\" must be the frame's length in bytes, got {_short(nbytes)}")
     size = len(memoryview(buf).cast("B")) if not isinstance(buf, bytes) else len(buf)
-    if nbytes is not None and nbytes != size:
+    if nbytes != size:
         raise WireError(
             "BAD_REQUEST",
             f"array {name!r}: header says nbytes={nbytes!r} but its frame has {size} bytes",
@@ -260,8 +355,16 @@ def _decode_array(i: int, desc: Any, buf: bytes | memoryview, dtypes: Sequence[s
             f"array {name!r}: shape {shape} of {dt} needs {expected} bytes, its frame has {size}",
             {"array": name, "expected_bytes": expected, "frame_bytes": size},
         )
-    arr = np.frombuffer(buf, dtype=dtype).reshape(shape)
+    try:
+        arr = np.frombuffer(buf, dtype=dtype).reshape(shape)
+    except ValueError:  # an empty array with a dimension numpy cannot index
+        raise WireError("BAD_REQUEST", f"array {name!r}: shape {shape} is too large for an array") from None
     return name, arr
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def make_request(
@@ -270,9 +373,11 @@ def make_request(
     session: str,
     params: Mapping[str, Any] | None = None,
     arrays: Mapping[str, np.ndarray] | None = None,
+    *,
+    expires_in: float | None = None,
 ) -> list[bytes | memoryview]:
-    """Frames of a request."""
-    header = {
+    """Frames of a request; ``expires_in`` (seconds) lets the server drop it if not started by then."""
+    header: dict[str, Any] = {
         "protocol": PROTOCOL,
         "v": VERSION,
         "type": "request",
@@ -281,21 +386,27 @@ def make_request(
         "session": session,
         "params": dict(params or {}),
     }
+    if expires_in is not None:
+        header["expires_in"] = float(expires_in)
     return encode(header, arrays)
 
 
 def _reply_header(request: Mapping[str, Any] | None, server_session: str) -> dict[str, Any]:
     request = request or {}
-    rid = request.get("id")
-    sess = request.get("session")
-    op = request.get("op")
+
+    def echo(key: str) -> str | None:
+        # Echoed as sent when a string of at most 128 characters (even "" or otherwise invalid),
+        # so the client can match the reply; null when it cannot travel back as sent.
+        value = request.get(key)
+        return value if isinstance(value, str) and len(value) <= _MAX_ID and not _has_surrogate(value) else None
+
     return {
         "protocol": PROTOCOL,
         "v": VERSION,
         "type": "reply",
-        "op": op if isinstance(op, str) and len(op) <= _MAX_ID else None,
-        "id": rid if isinstance(rid, str) and len(rid) <= _MAX_ID else None,
-        "session": sess if isinstance(sess, str) and len(sess) <= _MAX_ID else None,
+        "op": echo("op"),
+        "id": echo("id"),
+        "session": echo("session"),
         "server_session": server_session,
     }
 

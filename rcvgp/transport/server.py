@@ -4,9 +4,15 @@ One I/O thread owns a ROUTER socket: it validates every request (framing, header
 dtype, shape, rows, message size, every set point against the declared limits) before the
 oracle sees it, answers ``hello``/``describe``/``ping``/``status`` at once, and hands ``measure``
 jobs to a single worker thread, so ``ping`` and ``status`` are answered while a long measurement
-runs. Completed ``measure`` replies are kept in a cache keyed by (client session, request id)
-and, optionally, in an on-disk journal: a retried request is answered from there and never
-measured twice. A bad request never stops the server; every request gets a reply.
+runs. Completed ``measure`` replies are kept in a cache keyed by (client session, request id),
+bounded in bytes, and, optionally, in an on-disk journal: a retried request is answered from
+there and never measured twice. A bad request never stops the server; every request gets a reply.
+
+Python cannot stop a thread stuck in a rig driver. A measurement that runs longer than
+``measure_timeout`` is answered ``RIG_TIMEOUT``; until the driver returns, the server is
+"stuck": new ``measure`` requests are refused at once with ``RIG_TIMEOUT`` (none is queued behind
+it) and ``status`` says so. A request may carry ``expires_in``: if it has not started by then,
+it is answered ``EXPIRED`` and never reaches the rig.
 
 ``serve(oracle, address)`` blocks until SIGINT/SIGTERM; :class:`OracleServer` with
 ``start()``/``stop()`` runs in a background thread (tests, notebooks).
@@ -15,9 +21,9 @@ measured twice. A bad request never stops the server; every request gets a reply
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import logging
 import os
-import queue
 import signal
 import socket
 import struct
@@ -25,7 +31,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -38,24 +44,49 @@ from rcvgp.oracle import DataOracle, OracleSpec, check_reply
 from rcvgp.transport import codec
 from rcvgp.transport.codec import WireError
 
-__all__ = ["DEFAULT_ADDRESS", "OracleServer", "serve", "is_loopback"]
+__all__ = ["DEFAULT_ADDRESS", "DEFAULT_MEASURE_TIMEOUT", "DEFAULT_REPLY_CACHE_BYTES", "MAX_SESSIONS", "OracleServer", "serve",
+           "is_loopback"]
 
 log = logging.getLogger("rcvgp.transport.server")
 
 #: Where a server binds when not told otherwise: loopback only.
 DEFAULT_ADDRESS = "tcp://127.0.0.1:5555"
+#: Default bound of the reply cache, in bytes.
+DEFAULT_REPLY_CACHE_BYTES = 64 * 2**20
+#: Default longest measurement, in seconds, before it is answered RIG_TIMEOUT.
+DEFAULT_MEASURE_TIMEOUT = 600.0
+#: Sessions whose counters ``status`` keeps (the most recently active ones).
+MAX_SESSIONS = 1024
+# What a cache entry costs beside its reply bytes (the key, the digest, the containers).
+_ENTRY_OVERHEAD = 512
+# Most envelopes waiting on one job (every lazy-pirate retry comes from a new socket).
+_MAX_WAITERS = 16
 _JOURNAL_MAGIC = b"RCVGPJ1\n"
 
 
 def is_loopback(address: str) -> bool:
-    """True for ipc://, inproc:// and tcp:// on 127.0.0.0/8, ::1 or localhost."""
+    """True for ipc://, inproc:// and tcp:// on 127.0.0.0/8, ::1 or localhost.
+
+    A tcp address may name a source before a ``;`` (``tcp://SOURCE;HOST:PORT``); ZeroMQ binds
+    what follows it, so that is what is judged. The server also judges the endpoint ZeroMQ
+    reports after binding (:attr:`OracleServer.endpoint`), which settles names and wildcards.
+    """
     scheme, _, rest = address.partition("://")
     if scheme in ("ipc", "inproc"):
         return True
     if scheme != "tcp":
         return False
-    host = rest.rsplit(":", 1)[0].strip("[]")
-    return host in ("localhost", "::1") or host.startswith("127.")
+    host = rest.rpartition(";")[2].rsplit(":", 1)[0]
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False  # an interface name or a wildcard: not provably loopback
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return bool(ip.is_loopback or (mapped is not None and mapped.is_loopback))
 
 
 def _package_version() -> str:
@@ -67,17 +98,52 @@ def _package_version() -> str:
         return "unknown"
 
 
-class _Job:
-    __slots__ = ("key", "digest", "header", "X", "readback", "envelopes", "started")
+class _Request:
+    """One request as the handlers see it: who sent it (envelope), its header, params and arrays."""
 
-    def __init__(self, key: tuple[str, str], digest: str, header: dict[str, Any], X: np.ndarray, readback: bool) -> None:
+    __slots__ = ("envelope", "body", "header", "params", "message")
+
+    def __init__(self, envelope: list[bytes], body: list[bytes], header: dict[str, Any], params: dict[str, Any], message: codec.Message) -> None:
+        self.envelope = envelope
+        self.body = body
+        self.header = header
+        self.params = params
+        self.message = message
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(client session, request id): the reply cache's key."""
+        return (self.header["session"], self.header["id"])
+
+
+class _Job:
+    """A measure request from its acceptance to its reply.
+
+    ``state`` goes ``queued`` -> ``running`` -> ``finishing`` -> ``done``; or ``queued`` ->
+    ``expired`` (its ``expires_in`` passed) or ``dropped`` (the rig got stuck); or ``running`` ->
+    ``timed_out`` (over the measure timeout; the driver has not returned). It changes only
+    under the server's lock.
+    """
+
+    __slots__ = ("key", "digest", "header", "X", "readback", "envelopes", "expires_in", "expires_at", "started",
+                 "started_wall", "state")
+
+    def __init__(self, key: tuple[str, str], digest: str, header: dict[str, Any], X: np.ndarray, readback: bool,
+                 expires_in: float | None) -> None:
         self.key = key
         self.digest = digest
         self.header = header
         self.X = X
         self.readback = readback
         self.envelopes: list[list[bytes]] = []
-        self.started: float | None = None
+        self.expires_in = expires_in
+        self.expires_at = None if expires_in is None else time.monotonic() + expires_in
+        self.started: float | None = None  # time.monotonic() when the rig got it
+        self.started_wall: float | None = None
+        self.state = "queued"
+
+    def running_for(self) -> float:
+        return 0.0 if self.started is None else time.monotonic() - self.started
 
 
 class OracleServer:
@@ -96,8 +162,12 @@ class OracleServer:
         Larger requests get TOO_LARGE.
     max_queue : int
         Most ``measure`` requests waiting or running; more get BUSY (retryable).
-    cache_size : int
-        Completed ``measure`` replies kept in memory for retries (most recent first).
+    reply_cache_bytes : int
+        Bound, in bytes, of the completed ``measure`` replies kept in memory for retries (each
+        counted as its frames plus 512 bytes); the oldest go first, the newest is always kept.
+    measure_timeout : float or None
+        Seconds a measurement may run; a longer one is answered ``RIG_TIMEOUT`` and, until the
+        rig returns, every new ``measure`` too (``status`` says ``stuck``). None: no limit.
     journal_dir : path, optional
         Also store every completed ``measure`` reply there, before sending it, so that a request
         retried after a server restart is still answered without measuring again.
@@ -109,7 +179,9 @@ class OracleServer:
         the server's public key is accepted. Delete a file and call :meth:`reload_keys` (or send
         SIGHUP to ``rcvgp serve``) to revoke a client.
     insecure : bool
-        Allow a non-loopback bind without CURVE.
+        Allow a non-loopback bind without CURVE. Without it, both the address given and the
+        endpoint ZeroMQ actually bound must be loopback (or ipc://); otherwise the socket is
+        closed before it serves anyone and :class:`ConfigError` is raised.
     close_oracle : bool
         Call ``oracle.close()`` when the server stops.
     """
@@ -122,7 +194,8 @@ class OracleServer:
         max_rows: int | None = None,
         max_message_bytes: int = 64 * 2**20,
         max_queue: int = 8,
-        cache_size: int = 256,
+        reply_cache_bytes: int = DEFAULT_REPLY_CACHE_BYTES,
+        measure_timeout: float | None = DEFAULT_MEASURE_TIMEOUT,
         journal_dir: str | os.PathLike[str] | None = None,
         curve_secret_key: str | os.PathLike[str] | None = None,
         curve_clients_dir: str | os.PathLike[str] | None = None,
@@ -133,13 +206,15 @@ class OracleServer:
             raise ConfigError(f"OracleServer serves a DataOracle, got {type(oracle).__name__}")
         if not isinstance(address, str) or "://" not in address:
             raise ConfigError(f"address must be a ZeroMQ endpoint such as {DEFAULT_ADDRESS}, got {address!r}")
+        self.insecure = bool(insecure)
         if not is_loopback(address) and curve_secret_key is None and not insecure:
-            raise ConfigError(
-                f"refusing to bind {address} (not loopback) without CURVE: anyone on the network could "
-                "drive the rig. Give a server key (--curve-secret FILE, see `rcvgp keys`) or pass --insecure"
-            )
+            raise ConfigError(self._not_loopback_message(address))
         if curve_clients_dir is not None and curve_secret_key is None:
             raise ConfigError("curve_clients_dir needs curve_secret_key (the server's key pair)")
+        if curve_clients_dir is not None and not Path(curve_clients_dir).is_dir():
+            # ZeroMQ's authenticator would log once and then refuse every client, silently.
+            raise ConfigError(f"--curve-clients {os.fspath(curve_clients_dir)}: not a folder; give the folder of "
+                              "allowed client public keys (*.key, see `rcvgp keys`)")
         self.oracle = oracle
         self.address = address
         spec = oracle.describe()
@@ -149,7 +224,12 @@ class OracleServer:
         self.max_rows = int(min(spec.max_rows, max_rows or spec.max_rows))
         self.max_message_bytes = int(max_message_bytes)
         self.max_queue = int(max_queue)
-        self.cache_size = int(cache_size)
+        if isinstance(reply_cache_bytes, bool) or not isinstance(reply_cache_bytes, int) or reply_cache_bytes < 0:
+            raise ConfigError(f"--reply-cache-bytes must be an integer >= 0, got {reply_cache_bytes!r}")
+        self.reply_cache_bytes = reply_cache_bytes
+        if measure_timeout is not None and not (isinstance(measure_timeout, (int, float)) and 0 < measure_timeout < float("inf")):
+            raise ConfigError(f"--measure-timeout must be a number of seconds > 0 (or none), got {measure_timeout!r}")
+        self.measure_timeout = None if measure_timeout is None else float(measure_timeout)
         self.journal_dir = Path(journal_dir) if journal_dir is not None else None
         if self.journal_dir is not None:
             self.journal_dir.mkdir(parents=True, exist_ok=True)
@@ -174,12 +254,19 @@ class OracleServer:
         self._ready = threading.Event()
         self._start_error: BaseException | None = None
         self._thread: threading.Thread | None = None
-        self._jobs: queue.Queue[_Job | None] = queue.Queue()
-        self._done: list[tuple[_Job, list[Any]]] = []
-        self._done_lock = threading.Lock()
-        self._cache: OrderedDict[tuple[str, str], tuple[str, list[Any]]] = OrderedDict()
-        self._pending: dict[tuple[str, str], _Job] = {}
+        # Shared by the I/O thread and the worker, under _lock: the queue, the job running, the
+        # job stuck in the driver, finished results, the per-session counters.
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._queue: deque[_Job] = deque()
         self._current: _Job | None = None
+        self._stuck: _Job | None = None
+        self._done: list[tuple[_Job, list[Any]]] = []
+        self._sessions: OrderedDict[str, dict[str, int]] = OrderedDict()
+        # The I/O thread's alone: jobs accepted and not yet answered, and the reply cache.
+        self._pending: dict[tuple[str, str], _Job] = {}
+        self._cache: OrderedDict[tuple[str, str], tuple[str, list[bytes]]] = OrderedDict()
+        self._cache_bytes = 0
         self._started_at = time.time()
         self.counters = {
             "requests": 0,
@@ -188,13 +275,18 @@ class OracleServer:
             "points": 0,
             "cache_hits": 0,
         }
-        self._handlers: dict[str, Callable[[dict[str, Any], dict[str, Any], codec.Message, list[bytes], list[Any]], list[Any] | None]] = {
+        self._handlers: dict[str, Callable[[_Request], list[Any] | None]] = {
             "hello": self._op_hello,
             "describe": self._op_describe,
             "measure": self._op_measure,
             "ping": self._op_ping,
             "status": self._op_status,
         }
+
+    @staticmethod
+    def _not_loopback_message(what: str) -> str:
+        return (f"refusing to bind {what}: not loopback, and without CURVE anyone on the network could "
+                "drive the rig. Give a server key (--curve-secret FILE, see `rcvgp keys`) or pass --insecure")
 
     # ---------------------------------------------------------------- lifecycle
     def start(self, timeout: float = 10.0) -> OracleServer:
@@ -241,28 +333,16 @@ class OracleServer:
     # ---------------------------------------------------------------- main loop
     def _run(self, on_ready: Callable[[OracleServer], None] | None = None) -> None:
         ctx = zmq.Context()
-        sock = None
-        auth = None
+        sock = auth = worker = None
         rsock, wsock = socket.socketpair()
         rsock.setblocking(False)
-        worker = None
         try:
             try:
-                sock = ctx.socket(zmq.ROUTER)
-                sock.setsockopt(zmq.LINGER, 0)
-                sock.setsockopt(zmq.MAXMSGSIZE, 2 * self.max_message_bytes + 2**20)
-                sock.setsockopt(zmq.SNDHWM, 10000)
-                sock.setsockopt(zmq.RCVHWM, 10000)
-                if self._curve_secret_key is not None:
-                    auth = self._start_auth(ctx)
-                    sock.curve_publickey, sock.curve_secretkey = self._curve_keys
-                    sock.curve_server = True
-                sock.bind(self.address)
-                self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+                sock, auth = self._bind(ctx)
             except zmq.ZMQError as exc:
                 self._start_error = ConfigError(f"cannot bind {self.address}: {exc}")
                 return
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001  reported by start() / serve_forever()
                 self._start_error = exc
                 return
             worker = threading.Thread(target=self._work, args=(wsock,), name="rcvgp-oracle-worker", daemon=True)
@@ -272,34 +352,12 @@ class OracleServer:
             log.info("serving %s on %s (server session %s)", self.spec.name, self.endpoint, self.server_session)
             if on_ready is not None:
                 on_ready(self)
-            poller = zmq.Poller()
-            poller.register(sock, zmq.POLLIN)
-            poller.register(rsock.fileno(), zmq.POLLIN)
-            while not self._stop.is_set():
-                try:
-                    events = dict(poller.poll(100))
-                except zmq.ZMQError as exc:  # EINTR from a signal
-                    if exc.errno == zmq.EINTR:
-                        continue
-                    raise
-                if self._reload.is_set():
-                    self._reload.clear()
-                    if auth is not None:
-                        self._configure_clients(auth)
-                        log.info("CURVE client allow-list reloaded")
-                    self._reloaded.set()
-                if rsock.fileno() in events:
-                    self._drain_results(sock, rsock)
-                if sock in events:
-                    for _ in range(256):
-                        try:
-                            msg = sock.recv_multipart(zmq.NOBLOCK)
-                        except zmq.Again:
-                            break
-                        self._on_message(sock, msg)
+            self._poll(sock, rsock, auth)
         finally:
             self._ready.set()
-            self._jobs.put(None)
+            self._stop.set()
+            with self._wake:
+                self._wake.notify_all()
             if worker is not None:
                 worker.join(0.5)
             if sock is not None:
@@ -316,6 +374,60 @@ class OracleServer:
                     log.exception("oracle.close() failed")
             log.info("server %s stopped", self.server_session)
 
+    def _bind(self, ctx: zmq.Context[Any]) -> tuple[zmq.Socket[Any], Any]:
+        """The bound ROUTER socket (and the CURVE authenticator, if any); sets :attr:`endpoint`."""
+        sock = ctx.socket(zmq.ROUTER)
+        auth = None
+        try:
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.MAXMSGSIZE, 2 * self.max_message_bytes + 2**20)
+            sock.setsockopt(zmq.SNDHWM, 10000)
+            sock.setsockopt(zmq.RCVHWM, 10000)
+            if self._curve_secret_key is not None:
+                auth = self._start_auth(ctx)
+                sock.curve_publickey, sock.curve_secretkey = self._curve_keys
+                sock.curve_server = True
+            sock.bind(self.address)
+            self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+            if not is_loopback(self.endpoint) and self._curve_secret_key is None and not self.insecure:
+                sock.unbind(self.endpoint)
+                raise ConfigError(self._not_loopback_message(f"{self.address} (ZeroMQ bound {self.endpoint})"))
+        except BaseException:
+            sock.close(0)
+            if auth is not None:
+                auth.stop()
+            raise
+        return sock, auth
+
+    def _poll(self, sock: zmq.Socket[Any], rsock: socket.socket, auth: Any) -> None:
+        """Serve until :meth:`stop`: read requests, send the worker's results, reload keys."""
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(rsock.fileno(), zmq.POLLIN)
+        while not self._stop.is_set():
+            try:
+                events = dict(poller.poll(100))
+            except zmq.ZMQError as exc:  # EINTR from a signal
+                if exc.errno == zmq.EINTR:
+                    continue
+                raise
+            if self._reload.is_set():
+                self._reload.clear()
+                if auth is not None:
+                    self._configure_clients(auth)
+                    log.info("CURVE client allow-list reloaded")
+                self._reloaded.set()
+            if rsock.fileno() in events:
+                self._drain_results(sock, rsock)
+            self._check_clock(sock)
+            if sock in events:
+                for _ in range(256):  # then look at results and the stop flag again
+                    try:
+                        msg = sock.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    self._on_message(sock, msg)
+
     def _start_auth(self, ctx: zmq.Context[Any]) -> Any:
         from zmq.auth.thread import ThreadAuthenticator
 
@@ -330,7 +442,11 @@ class OracleServer:
         if self._curve_clients_dir is None:
             auth.configure_curve(domain="*", location=zauth.CURVE_ALLOW_ANY)
         else:
-            auth.configure_curve(domain="*", location=os.fspath(self._curve_clients_dir))
+            folder = Path(self._curve_clients_dir)
+            if not any(folder.glob("*.key")):
+                log.warning("%s holds no client public key (*.key): every client is refused until one is "
+                            "added and the list reloaded (SIGHUP)", folder)
+            auth.configure_curve(domain="*", location=os.fspath(folder))
 
     # ---------------------------------------------------------------- requests
     @staticmethod
@@ -348,8 +464,14 @@ class OracleServer:
             log.debug("reply dropped: %s", exc)
 
     def _error(self, code: str, message: str, header: Mapping[str, Any] | None = None, details: Mapping[str, Any] | None = None) -> list[Any]:
+        """An error reply; it never raises, so no request goes unanswered and no thread dies."""
         self.counters["errors"] += 1
-        return codec.make_error(code, message, request=header, server_session=self.server_session, details=details)
+        try:
+            return codec.make_error(code, message, request=header, server_session=self.server_session, details=details)
+        except Exception:  # noqa: BLE001  the last resort: no echo, no details, ASCII text
+            log.error("could not build a %s reply:\n%s", code, traceback.format_exc())
+            text = message.encode("ascii", "backslashreplace").decode("ascii")
+            return codec.make_error(code, text, server_session=self.server_session)
 
     def _on_message(self, sock: zmq.Socket[Any], msg: list[bytes]) -> None:
         self.counters["requests"] += 1
@@ -426,12 +548,12 @@ class OracleServer:
         except WireError as exc:
             raise fail(exc.code, exc.message, exc.details) from None
         try:
-            return handler(header, params, message, envelope, body)
+            return handler(_Request(envelope, body, header, params, message))
         except WireError as exc:
             raise fail(exc.code, exc.message, exc.details) from None
 
     # ---------------------------------------------------------------- operations
-    def _op_hello(self, header: dict[str, Any], params: dict[str, Any], message: codec.Message, envelope: list[bytes], body: list[Any]) -> list[Any]:
+    def _op_hello(self, req: _Request) -> list[Any]:
         result = {
             "server": f"rcvgp {_package_version()}",
             "server_session": self.server_session,
@@ -443,59 +565,81 @@ class OracleServer:
                 "max_message_bytes": self.max_message_bytes,
                 "max_queue": self.max_queue,
                 "dtypes": list(codec.ARRAY_DTYPES),
+                "reply_cache_bytes": self.reply_cache_bytes,
+                "measure_timeout": self.measure_timeout,
             },
-            "capabilities": sorted(set(self.spec.capabilities) | {"readback"} | ({"journal"} if self.journal_dir else set())),
+            "capabilities": sorted(set(self.spec.capabilities) | {"readback", "expires_in", "session_counters"}
+                                   | ({"journal"} if self.journal_dir else set())),
         }
-        return codec.make_reply(header, self.server_session, result)
+        return codec.make_reply(req.header, self.server_session, result)
 
-    def _op_describe(self, header: dict[str, Any], params: dict[str, Any], message: codec.Message, envelope: list[bytes], body: list[Any]) -> list[Any]:
-        return codec.make_reply(header, self.server_session, {"oracle": self._spec_dict})
+    def _op_describe(self, req: _Request) -> list[Any]:
+        return codec.make_reply(req.header, self.server_session, {"oracle": self._spec_dict})
 
-    def _op_ping(self, header: dict[str, Any], params: dict[str, Any], message: codec.Message, envelope: list[bytes], body: list[Any]) -> list[Any]:
-        return codec.make_reply(header, self.server_session, {"server_session": self.server_session, "time": time.time()})
+    def _op_ping(self, req: _Request) -> list[Any]:
+        return codec.make_reply(req.header, self.server_session, {"server_session": self.server_session, "time": time.time()})
 
-    def _op_status(self, header: dict[str, Any], params: dict[str, Any], message: codec.Message, envelope: list[bytes], body: list[Any]) -> list[Any]:
-        cur = self._current
+    def _op_status(self, req: _Request) -> list[Any]:
+        with self._lock:
+            cur = self._current
+            stuck = self._stuck
+            session = dict(self._session_counters(req.key[0]))
+        if stuck is not None:
+            state = "stuck"
+        elif cur is not None or self._pending:
+            state = "measuring"  # running, or queued for the worker
+        else:
+            state = "idle"
+        shown = stuck or cur
         result = {
             "server_session": self.server_session,
-            "state": "measuring" if cur is not None else "idle",
+            "state": state,
             "uptime": time.time() - self._started_at,
             "queue": len(self._pending),
-            "current": None
-            if cur is None
-            else {"session": cur.key[0], "id": cur.key[1], "rows": int(cur.X.shape[0]), "running_for": time.time() - (cur.started or time.time())},
+            "current": None if shown is None else {"session": shown.key[0], "id": shown.key[1], "rows": int(shown.X.shape[0]),
+                                                   "running_for": shown.running_for()},
+            "fault": None if stuck is None else self._stuck_message(stuck),
+            "measure_timeout": self.measure_timeout,
             "cache_entries": len(self._cache),
+            "cache_bytes": self._cache_bytes,
             **self.counters,
+            "session_counters": session,
         }
-        return codec.make_reply(header, self.server_session, result)
+        return codec.make_reply(req.header, self.server_session, result)
 
-    def _op_measure(self, header: dict[str, Any], params: dict[str, Any], message: codec.Message, envelope: list[bytes], body: list[Any]) -> list[Any] | None:
-        key = (header["session"], header["id"])
-        digest = codec.request_digest(header, body[1:])
+    def _op_measure(self, req: _Request) -> list[Any] | None:
+        key = req.key
+        digest = codec.request_digest(req.header, req.body[1:])
         cached = self._cache_get(key)
         if cached is not None:
             if cached[0] != digest:
                 raise WireError("BAD_REQUEST", f"request id {key[1]!r} was already used in this session for a different request; use a new id")
-            self.counters["cache_hits"] += 1
+            self._count_cache_hit(key[0])
             return cached[1]
         job = self._pending.get(key)
         if job is not None:
             if job.digest != digest:
                 raise WireError("BAD_REQUEST", f"request id {key[1]!r} is in progress for a different request; use a new id")
-            job.envelopes.append(envelope)  # answered when the measurement completes
-            self.counters["cache_hits"] += 1
+            job.envelopes = [*job.envelopes[-(_MAX_WAITERS - 1):], req.envelope]  # answered when it completes
+            self._count_cache_hit(key[0])
             return None
-        readback = params.get("readback", False)
+        readback = req.params.get("readback", False)
         if not isinstance(readback, bool):
             raise WireError("BAD_REQUEST", f'measure parameter "readback" must be true or false, got {readback!r}')
-        X = self._validate_points(message)
+        expires_in = _expires_in(req.header)
+        X = self._validate_points(req.message)
+        stuck = self._stuck
+        if stuck is not None:  # nothing is queued behind a driver that has not returned
+            raise WireError("RIG_TIMEOUT", f"not measured: {self._stuck_message(stuck)}", self._stuck_details(stuck))
         if len(self._pending) >= self.max_queue:
             raise WireError("BUSY", f"{len(self._pending)} measurements are queued (the limit is {self.max_queue}); retry later",
                             {"queue": len(self._pending), "max_queue": self.max_queue})
-        job = _Job(key, digest, header, X, readback)
-        job.envelopes.append(envelope)
+        job = _Job(key, digest, req.header, X, readback, expires_in)
+        job.envelopes.append(req.envelope)
         self._pending[key] = job
-        self._jobs.put(job)
+        with self._wake:
+            self._queue.append(job)
+            self._wake.notify()
         return None
 
     def _validate_points(self, message: codec.Message) -> np.ndarray:
@@ -533,32 +677,58 @@ class OracleServer:
     # ---------------------------------------------------------------- worker side
     def _work(self, wsock: socket.socket) -> None:
         while True:
-            job = self._jobs.get()
-            if job is None or self._stop.is_set():
-                return
-            job.started = time.time()
-            self._current = job
-            try:
-                frames = self._measure(job)
-                if self.journal_dir is not None:
-                    self._journal_write(job.key, job.digest, frames)
-            except Exception as exc:  # noqa: BLE001  never let the worker die
-                log.error("measure failed:\n%s", traceback.format_exc())
-                frames = codec.make_error("INTERNAL", f"internal server error: {type(exc).__name__}: {exc}",
-                                          request=job.header, server_session=self.server_session)
-            self._current = None
-            with self._done_lock:
-                self._done.append((job, frames))
+            with self._wake:
+                while not self._queue and not self._stop.is_set():
+                    self._wake.wait(0.5)
+                if self._stop.is_set():
+                    return
+                job = self._queue.popleft()
+                if job.expires_at is not None and time.monotonic() >= job.expires_at:
+                    job.state = "expired"
+                else:
+                    job.state = "running"
+                    job.started, job.started_wall = time.monotonic(), time.time()
+                    self._current = job
+                    self._count_measurement(job)
+            if job.state == "expired":
+                frames = self._expired_reply(job)
+            else:
+                frames = self._run_job(job)
+            with self._lock:
+                self._current = None
+                late = job.state == "timed_out"
+                if late:
+                    self._stuck = None  # the driver returned: measuring can go on
+                else:
+                    job.state = "done"
+                    self._done.append((job, frames))
+            if late:
+                log.warning("the rig returned from request %r of session %r after %.1f s, past the measure timeout "
+                            "of %s s; its client was answered RIG_TIMEOUT, this result is discarded",
+                            job.key[1], job.key[0], job.running_for(), self.measure_timeout)
             try:
                 wsock.send(b"x")
             except OSError:
                 return
 
+    def _run_job(self, job: _Job) -> list[Any]:
+        """Measure and journal one job; any failure becomes an error reply (the worker never dies)."""
+        try:
+            frames = self._measure(job)
+            with self._lock:
+                if job.state == "timed_out":
+                    return frames  # answered already; the caller discards it
+                job.state = "finishing"  # from here on the clock no longer applies
+            if self.journal_dir is not None:
+                self._journal_write(job.key, job.digest, frames)
+            return frames
+        except Exception as exc:  # noqa: BLE001  never let the worker die
+            log.error("measure failed:\n%s", traceback.format_exc())
+            return self._error("INTERNAL", f"internal server error: {type(exc).__name__}: {exc}", job.header)
+
     def _measure(self, job: _Job) -> list[Any]:
         n = job.X.shape[0]
         name = self.spec.name
-        self.counters["measurements"] += 1
-        self.counters["points"] += n
         try:
             if job.readback:
                 X_reached, y = self.oracle.measure_readback(job.X.copy())
@@ -583,21 +753,103 @@ class OracleServer:
         frames = codec.make_reply(job.header, self.server_session, {"n_rows": n}, arrays)
         return [bytes(f) for f in frames]
 
+    # ---------------------------------------------------------------- I/O side of the jobs
     def _drain_results(self, sock: zmq.Socket[Any], rsock: socket.socket) -> None:
         try:
             while rsock.recv(4096):
                 pass
         except (BlockingIOError, OSError):
             pass
-        with self._done_lock:
+        with self._lock:
             done, self._done = self._done, []
         for job, frames in done:
-            self._pending.pop(job.key, None)
-            self._cache_put(job.key, job.digest, frames)
-            for envelope in job.envelopes:
-                self._send(sock, envelope, frames)
+            if job.state == "expired" and self.journal_dir is not None:
+                self._journal_write(job.key, job.digest, frames)
+            self._finish(sock, job, frames, store=True)
 
-    # ---------------------------------------------------------------- cache and journal
+    def _check_clock(self, sock: zmq.Socket[Any]) -> None:
+        """Answer queued jobs past their ``expires_in``, and a measurement past the measure timeout."""
+        now = time.monotonic()
+        timed_out: _Job | None = None
+        dropped: list[_Job] = []
+        with self._lock:
+            expired = [job for job in self._queue if job.expires_at is not None and now >= job.expires_at]
+            for job in expired:
+                self._queue.remove(job)
+                job.state = "expired"
+            cur = self._current
+            if (self.measure_timeout is not None and cur is not None and cur.state == "running"
+                    and cur.running_for() >= self.measure_timeout):
+                cur.state = "timed_out"
+                timed_out = self._stuck = cur
+                dropped = list(self._queue)  # never measured: their ids stay free
+                self._queue.clear()
+                for job in dropped:
+                    job.state = "dropped"
+        for job in expired:
+            self._finish(sock, job, self._expired_reply(job), store=True, journal=True)
+        if timed_out is not None:
+            log.error("request %r of session %r has run %.1f s, over the measure timeout of %s s: answered RIG_TIMEOUT; "
+                      "measure requests are refused until the rig returns", timed_out.key[1], timed_out.key[0],
+                      timed_out.running_for(), self.measure_timeout)
+            message = (f"the rig did not return within the measure timeout of {self.measure_timeout:g} s; the measurement "
+                       "may have happened and is not repeated; the server refuses measure requests until the rig returns")
+            frames = self._error("RIG_TIMEOUT", message, timed_out.header, self._stuck_details(timed_out))
+            self._finish(sock, timed_out, frames, store=True, journal=True)
+        for job in dropped:
+            frames = self._error("RIG_TIMEOUT", f"not measured: {self._stuck_message(timed_out)}", job.header,  # type: ignore[arg-type]
+                                 self._stuck_details(timed_out))  # type: ignore[arg-type]
+            self._finish(sock, job, frames, store=False)
+
+    def _finish(self, sock: zmq.Socket[Any], job: _Job, frames: list[Any], *, store: bool, journal: bool = False) -> None:
+        """Send a job's reply to everyone waiting on it; keep it for retries when ``store``."""
+        self._pending.pop(job.key, None)
+        if store:
+            if journal and self.journal_dir is not None:
+                self._journal_write(job.key, job.digest, frames)
+            self._cache_put(job.key, job.digest, frames)
+        for envelope in job.envelopes:
+            self._send(sock, envelope, frames)
+
+    def _expired_reply(self, job: _Job) -> list[Any]:
+        return self._error("EXPIRED", f"not measured: the request did not start within its expires_in of {job.expires_in:g} s; "
+                           "send a new request (with a new id) if it is still wanted", job.header,
+                           {"expires_in": job.expires_in})
+
+    def _stuck_message(self, job: _Job) -> str:
+        return (f"RIG_TIMEOUT: the rig has not returned from request {job.key[1]!r} of session {job.key[0]!r} for "
+                f"{job.running_for():.1f} s (the measure timeout is {self.measure_timeout:g} s); the rig is stuck and "
+                "nothing is measured until it returns; check the instrument")
+
+    def _stuck_details(self, job: _Job) -> dict[str, Any]:
+        return {"measure_timeout": self.measure_timeout, "running_for": round(job.running_for(), 3),
+                "stuck_request": {"session": job.key[0], "id": job.key[1]}}
+
+    # ---------------------------------------------------------------- per-session counters
+    def _session_counters(self, session: str) -> dict[str, int]:
+        """The counters of one session (call under ``_lock``); only the latest sessions are kept."""
+        counters = self._sessions.get(session)
+        if counters is None:
+            counters = self._sessions[session] = {"measurements": 0, "points": 0, "cache_hits": 0}
+            while len(self._sessions) > MAX_SESSIONS:
+                self._sessions.popitem(last=False)
+        self._sessions.move_to_end(session)
+        return counters
+
+    def _count_measurement(self, job: _Job) -> None:
+        """Count a job the rig is about to measure (call under ``_lock``)."""
+        n = int(job.X.shape[0])
+        self.counters["measurements"] += 1
+        self.counters["points"] += n
+        session = self._session_counters(job.key[0])
+        session["measurements"] += 1
+        session["points"] += n
+
+    def _count_cache_hit(self, session: str) -> None:
+        with self._lock:
+            self.counters["cache_hits"] += 1
+            self._session_counters(session)["cache_hits"] += 1
+
     def _cache_get(self, key: tuple[str, str]) -> tuple[str, list[Any]] | None:
         hit = self._cache.get(key)
         if hit is not None:
@@ -610,10 +862,15 @@ class OracleServer:
         return hit
 
     def _cache_put(self, key: tuple[str, str], digest: str, frames: list[Any]) -> None:
-        self._cache[key] = (digest, frames)
-        self._cache.move_to_end(key)
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+        kept = [bytes(f) for f in frames]
+        old = self._cache.pop(key, None)
+        if old is not None:
+            self._cache_bytes -= _entry_cost(key, old[1])
+        self._cache[key] = (digest, kept)
+        self._cache_bytes += _entry_cost(key, kept)
+        while self._cache_bytes > self.reply_cache_bytes and len(self._cache) > 1:  # the newest always stays
+            old_key, (_, old_frames) = self._cache.popitem(last=False)
+            self._cache_bytes -= _entry_cost(old_key, old_frames)
 
     def _journal_path(self, key: tuple[str, str]) -> Path:
         assert self.journal_dir is not None
@@ -647,6 +904,20 @@ class OracleServer:
         if len(parts) < 2:
             return None
         return parts[0].decode(), parts[1:]
+
+
+def _entry_cost(key: tuple[str, str], frames: list[bytes]) -> int:
+    return sum(len(f) for f in frames) + len(key[0]) + len(key[1]) + _ENTRY_OVERHEAD
+
+
+def _expires_in(header: Mapping[str, Any]) -> float | None:
+    """The request's ``expires_in`` (seconds, > 0), or None; BAD_REQUEST for anything else."""
+    value = header.get("expires_in")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise WireError("BAD_REQUEST", f'header field "expires_in" must be a number of seconds > 0, got {value!r}')
+    return float(value)
 
 
 def serve(

@@ -75,3 +75,61 @@ def test_keys_writes_key_pairs_and_refuses_to_overwrite(tmp_path: Path, capsys: 
     assert (tmp_path / "alice.key_secret").stat().st_mode & 0o077 == 0
     assert main(["keys", str(tmp_path)]) == 2
     assert "--force" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("bind", ["tcp://127.0.0.1:1;0.0.0.0:{port}", "tcp://127.0.0.1:0;*:{port}"])
+def test_serve_refuses_a_source_address_that_hides_a_public_bind(tmp_path: Path, bind: str) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = _serve(tmp_path, "--bind", bind.format(port=port))
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:  # it served: stop it before failing
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 2, out + err
+    assert "--insecure" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.integration
+def test_serve_refuses_a_missing_curve_clients_folder_in_one_line(tmp_path: Path) -> None:
+    assert main(["keys", str(tmp_path / "keys")]) == 0
+    proc = _serve(tmp_path, "--bind", f"ipc://{tmp_path}/rig.sock", "--curve-secret", str(tmp_path / "keys" / "server.key_secret"),
+                  "--curve-clients", str(tmp_path / "allowed"))
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:  # it served: stop it before failing
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 2, out + err
+    assert len(err.strip().splitlines()) == 1 and "--curve-clients" in err and "allowed" in err
+
+
+@pytest.mark.integration
+def test_serve_passes_the_cache_bound_and_the_measure_timeout_on(tmp_path: Path) -> None:
+    address = f"ipc://{tmp_path}/rig.sock"
+    proc = _serve(tmp_path, "--bind", address, "--quiet", "--reply-cache-bytes", "5000000", "--measure-timeout", "7.5")
+    try:
+        assert proc.stdout is not None and "rig:test" in proc.stdout.readline()
+        with ZmqOracle(address, timeout=2, deadline=20) as remote:
+            limits = remote.hello()["limits"]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)
+    assert limits["reply_cache_bytes"] == 5_000_000 and limits["measure_timeout"] == 7.5
+
+
+@pytest.mark.parametrize("flag, value", [("--measure-timeout", "-1"), ("--measure-timeout", "soon"), ("--reply-cache-bytes", "-5")])
+def test_serve_names_a_bad_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str) -> None:
+    (tmp_path / "myrig.py").write_text(RIG)
+    try:
+        code = main(["serve", f"{tmp_path / 'myrig.py'}:Rig", "--bind", f"ipc://{tmp_path}/x.sock", flag, value])
+    except SystemExit as exc:  # argparse's own refusal
+        code = exc.code  # type: ignore[assignment]
+    assert code == 2 and flag in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -124,3 +125,81 @@ def test_request_digest_ignores_header_noise_but_not_content() -> None:
     h1_noisy = dict(h1, attempt=3, x_timestamp=1.0)
     assert codec.request_digest(h1, f1[1:]) == codec.request_digest(h1_noisy, f1[1:])
     assert codec.request_digest(h1, f1[1:]) != codec.request_digest(json.loads(bytes(f2[0])), f2[1:])
+
+
+# ---------------------------------------------------------------- issue 22: hostile headers
+
+
+@pytest.mark.parametrize("text", [b'{"id": "\\ud800"}', b'{"op": "ping", "params": {"k": ["\\udfff"]}}', b'{"\\ud800": 1}'])
+def test_a_lone_surrogate_anywhere_in_the_header_is_bad_request(text: bytes) -> None:
+    with pytest.raises(WireError) as info:
+        codec.decode_header(text)
+    assert info.value.code == "BAD_REQUEST" and "surrogate" in info.value.message
+
+
+def test_an_error_reply_can_always_be_encoded() -> None:
+    request = {"op": "\ud800", "id": "\udfff", "session": "s\ud800"}
+    frames = codec.make_error("BAD_REQUEST", "bad \ud800", request=request, details={"operation": "\ud800", "\udc00": 1})
+    header = json.loads(bytes(frames[0]).decode("utf-8"))  # strict UTF-8
+    assert header["op"] is None and header["id"] is None and header["session"] is None
+    assert header["error"]["code"] == "BAD_REQUEST"
+
+
+@pytest.mark.parametrize("bad", ["\u00b2.0", "\u0661.0", "1.\u0660", "\uff11.0", "1" * 5000, "1.0\n", " 1.0", "1.0.0.0"])
+def test_versions_are_ascii_digits_only(bad: str) -> None:
+    with pytest.raises(WireError) as info:
+        codec.parse_version(bad)
+    assert info.value.code == "BAD_REQUEST"
+
+
+@pytest.mark.parametrize("shape", [[2**62, 4], [2**64, 4], [2**61, 4], [0, 2**64], [2**40, 2**40, 0], [2**53, 2]])
+def test_a_shape_whose_size_overflows_is_bad_request(shape: list[int]) -> None:
+    frames = _frames({"arrays": [{"name": "X", "dtype": "<f8", "shape": shape, "nbytes": 64}]}, bytes(64))
+    with pytest.raises(WireError) as info:
+        codec.decode(frames)
+    assert info.value.code == "BAD_REQUEST"
+    assert not re.search(r"-\d", info.value.message)  # never a negative byte count
+
+
+@pytest.mark.parametrize("missing", ["name", "dtype", "shape", "nbytes"])
+def test_every_descriptor_field_is_required(missing: str) -> None:
+    desc = {"name": "X", "dtype": "<f8", "shape": [1], "nbytes": 8}
+    del desc[missing]
+    with pytest.raises(WireError) as info:
+        codec.decode(_frames({"arrays": [desc]}, bytes(8)))
+    assert info.value.code == "BAD_REQUEST" and f'"{missing}"' in info.value.message
+
+
+@pytest.mark.parametrize("text", [b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 5000 + b"1" + b"}" * 5000])
+def test_a_deeply_nested_header_is_bad_request(text: bytes) -> None:
+    with pytest.raises(WireError) as info:
+        codec.decode_header(text[: codec.MAX_HEADER_BYTES])
+    assert info.value.code == "BAD_REQUEST"
+
+
+def test_a_header_over_the_limit_is_too_large_with_documented_details() -> None:
+    with pytest.raises(WireError) as info:
+        codec.decode_header(b" " * (codec.MAX_HEADER_BYTES + 1))
+    assert info.value.code == "TOO_LARGE"
+    assert info.value.details == {"header_bytes": codec.MAX_HEADER_BYTES + 1, "max_header_bytes": codec.MAX_HEADER_BYTES}
+
+
+@pytest.mark.parametrize("value, text", [(float("nan"), "nan"), (float("inf"), "inf"), (float("-inf"), "-inf")])
+def test_non_finite_numbers_in_details_are_written_as_strings(value: float, text: str) -> None:
+    header = json.loads(bytes(codec.make_error("OUT_OF_LIMITS", "x", details={"value": value})[0]))
+    assert header["error"]["details"]["value"] == text
+
+
+def test_the_schema_agrees_with_the_codec_on_error_codes_and_versions() -> None:
+    from importlib import resources
+
+    schema = json.loads(resources.files("rcvgp.protocols").joinpath("v1.schema.json").read_text(encoding="utf-8"))
+    assert set(schema["$defs"]["error"]["properties"]["code"]["enum"]) == set(codec.ERROR_CODES)
+    pattern = re.compile(schema["$defs"]["request"]["properties"]["v"]["pattern"])
+    for text in ["1.0", "1", "1.2.3", "\u00b2.0", "\u0661.0", "1" * 10, "1.0.0.0", "v1", "", "01.1"]:
+        try:
+            codec.parse_version(text)
+            accepted = True
+        except WireError:
+            accepted = False
+        assert accepted is bool(pattern.fullmatch(text) and text.isascii()), text

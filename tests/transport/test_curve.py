@@ -64,3 +64,13 @@ def test_curve_allows_a_non_loopback_bind_and_needs_a_secret_key_file(keys: dict
     OracleServer(oracle, "tcp://0.0.0.0:5555", curve_secret_key=keys["server_secret"])  # accepted (not started)
     with pytest.raises(ConfigError, match="key_secret"):
         OracleServer(oracle, "tcp://127.0.0.1:*", curve_secret_key=keys["server"])
+
+
+@pytest.mark.parametrize("make", ["missing", "a file"])
+def test_a_curve_clients_folder_that_is_not_a_folder_is_refused_at_start(keys: dict[str, Path], tmp_path: Path, make: str) -> None:
+    where = tmp_path / "no-such-folder"
+    if make == "a file":
+        where.write_text("alice")
+    with pytest.raises(ConfigError, match="no-such-folder.*not a folder"):
+        OracleServer(CallableOracle(CountingFn(), SPEC), "tcp://127.0.0.1:*", curve_secret_key=keys["server_secret"],
+                     curve_clients_dir=where)

@@ -254,3 +254,216 @@ def test_many_clients_each_get_their_own_answers(server: OracleServer, fn: Count
     ref = CallableOracle(CountingFn(), SPEC)
     for k in range(6):
         np.testing.assert_array_equal(out[k], ref.measure(in_limits(7, seed=k)))
+
+
+# ---------------------------------------------------------------- issue 22: hostile input
+
+
+def _raw(text: str, *buffers: bytes) -> list[bytes]:
+    """A request whose frame 0 is this exact JSON text (escapes such as \\ud800 kept as written)."""
+    return [text.encode("ascii"), *buffers]
+
+
+@pytest.mark.parametrize("field", ["op", "id", "session"])
+def test_a_lone_surrogate_in_op_id_or_session_gets_a_reply_and_the_server_survives(server: OracleServer, field: str) -> None:
+    values = {"op": '"ping"', "id": '"1"', "session": '"s"'}
+    values[field] = '"\\ud800"'
+    text = '{"protocol":"rcvgp-oracle","v":"1.0",' + ",".join(f'"{k}":{v}' for k, v in values.items()) + "}"
+    with Channel(server.endpoint) as ch:
+        h = codec.decode(ch.exchange(_raw(text), None, timeout=3, deadline=3), dtypes=None).header
+        assert h["ok"] is False and h["error"]["code"] == "BAD_REQUEST", h
+        assert h["op"] is None and h["id"] is None and h["session"] is None
+        assert _ask(ch, _req("ping", "p"), "p").header["ok"] is True
+
+
+def test_a_measure_with_a_surrogate_id_is_refused_before_the_rig_and_measuring_goes_on(server: OracleServer, fn: CountingFn) -> None:
+    X = in_limits(4)
+    text = ('{"protocol":"rcvgp-oracle","v":"1.0","op":"measure","id":"\\ud800","session":"s","params":{},'
+            '"arrays":[{"name":"X","dtype":"<f8","shape":[4,3],"nbytes":96}]}')
+    with Channel(server.endpoint) as ch:
+        h = codec.decode(ch.exchange(_raw(text, X.tobytes()), None, timeout=3, deadline=3), dtypes=None).header
+        assert h["error"]["code"] == "BAD_REQUEST" and "surrogate" in h["error"]["message"]
+        assert fn.calls == []
+        y = _ask(ch, _req("measure", "ok", arrays={"X": X}), "ok").arrays["y"]
+        status = _ask(ch, _req("status", "st"), "st").header
+    assert y.shape == (4,) and len(fn.calls) == 1
+    assert status["ok"] is True and status["result"]["state"] == "idle"
+
+
+def test_the_worker_survives_a_reply_it_cannot_build(server: OracleServer, fn: CountingFn, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_reply, real_error = codec.make_reply, codec.make_error
+
+    def reply(request: Any, *args: Any, **kw: Any) -> Any:
+        if request.get("session") == "evil":
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+        return real_reply(request, *args, **kw)
+
+    def error(code: str, message: str, **kw: Any) -> Any:
+        if (kw.get("request") or {}).get("session") == "evil":
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+        return real_error(code, message, **kw)
+
+    monkeypatch.setattr(codec, "make_reply", reply)
+    monkeypatch.setattr(codec, "make_error", error)
+    with Channel(server.endpoint) as ch:
+        h = _ask(ch, _req("measure", "e", session="evil", arrays={"X": in_limits(2)})).header
+        assert h["ok"] is False and h["error"]["code"] == "INTERNAL"
+        assert _ask(ch, _req("measure", "n", arrays={"X": in_limits(3)}), "n").arrays["y"].shape == (3,)
+        assert _ask(ch, _req("status", "st"), "st").header["result"]["state"] == "idle"
+    assert len(fn.calls) == 2
+
+
+@pytest.mark.parametrize("shape", [[2**62, 4], [2**64, 4], [2**61, 4], [0, 2**64]])
+def test_a_shape_that_overflows_is_bad_request_not_internal(server: OracleServer, shape: list[int]) -> None:
+    with Channel(server.endpoint) as ch:
+        err = _ask(ch, [_hdr(dict(GOOD, arrays=[dict(DESC, shape=shape)])), X3.tobytes()]).header["error"]
+    assert err["code"] == "BAD_REQUEST", err
+
+
+@pytest.mark.parametrize("v", ["\u00b2.0", "\u0661.0", "1" * 5000])
+def test_a_version_with_non_ascii_digits_is_bad_request(server: OracleServer, v: str) -> None:
+    with Channel(server.endpoint) as ch:
+        err = _ask(ch, [_hdr(dict(GOOD, op="ping", v=v))]).header["error"]
+    assert err["code"] == "BAD_REQUEST", err
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("template", ["tcp://127.0.0.1:1;0.0.0.0:{port}", "tcp://127.0.0.1:0;*:{port}", "tcp://localhost:1;*:{port}"])
+def test_the_loopback_guard_judges_what_zeromq_binds(oracle: CallableOracle, template: str) -> None:
+    import socket
+
+    port = _free_port()
+    with pytest.raises(ConfigError, match="--insecure"):
+        OracleServer(oracle, template.format(port=port)).start()
+    with socket.socket() as s:  # refused before serving anyone, and the port released
+        s.bind(("0.0.0.0", port))
+
+
+def test_a_loopback_name_that_binds_loopback_is_served(oracle: CallableOracle) -> None:
+    with OracleServer(oracle, "tcp://localhost:*") as srv, Channel(srv.endpoint) as ch:
+        assert srv.endpoint is not None and srv.endpoint.startswith("tcp://127.0.0.1:")
+        assert _ask(ch, _req("ping", "p"), "p").header["ok"] is True
+
+
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1:1;0.0.0.0:5555", "tcp://127.0.0.1:1;*:5555", "tcp://127.0.0.1:1;10.0.0.5:5555"])
+def test_is_loopback_judges_the_address_after_a_source(address: str) -> None:
+    assert is_loopback(address) is False
+
+
+# ---------------------------------------------------------------- issue 22: bounded cache, stuck rigs, sessions
+
+
+def _status(ch: Channel, session: str = "s") -> dict[str, Any]:
+    rid = uuid.uuid4().hex
+    return dict(_ask(ch, _req("status", rid, session=session), rid).header["result"])
+
+
+def _wait_state(ch: Channel, state: str) -> dict[str, Any]:
+    for _ in range(400):  # a bound on the wait, not a timing assertion
+        status = _status(ch)
+        if status["state"] == state:
+            return status
+        threading.Event().wait(0.05)
+    raise AssertionError(f"the server never reached state {state!r}: {status}")
+
+
+def test_the_reply_cache_is_bounded_in_bytes(fn: CountingFn) -> None:
+    bound = 100_000  # a readback reply of 500 rows is about 16 kB: six fit
+    with OracleServer(CallableOracle(fn, SPEC), "tcp://127.0.0.1:*", reply_cache_bytes=bound) as srv, Channel(srv.endpoint) as ch:
+        frames = [_req("measure", f"m{k}", params={"readback": True}, arrays={"X": in_limits(500, seed=k)}) for k in range(20)]
+        for k, f in enumerate(frames):
+            _ask(ch, f, f"m{k}")
+        status = _status(ch)
+        limits = _ask(ch, _req("hello", "h"), "h").header["result"]["limits"]
+        _ask(ch, frames[-1], "m19")  # the newest reply is kept: not measured again
+        _ask(ch, frames[0], "m0")  # the oldest was evicted: measured again
+    assert limits["reply_cache_bytes"] == bound
+    assert status["cache_bytes"] <= bound and 3 <= status["cache_entries"] < 20
+    assert len(fn.calls) == 21
+
+
+def test_a_reply_larger_than_the_cache_bound_is_still_kept_for_its_retry(fn: CountingFn) -> None:
+    with OracleServer(CallableOracle(fn, SPEC), "tcp://127.0.0.1:*", reply_cache_bytes=1000) as srv, Channel(srv.endpoint) as ch:
+        frames = _req("measure", "big", arrays={"X": in_limits(400)})
+        first = ch.exchange(frames, "big", timeout=5, deadline=10)
+        again = ch.exchange(frames, "big", timeout=5, deadline=10)
+    assert first == again and len(fn.calls) == 1
+
+
+def test_a_rig_that_does_not_return_is_reported_and_never_wedges_the_queue(fn: CountingFn) -> None:
+    fn.block, fn.started = threading.Event(), threading.Event()
+    with OracleServer(CallableOracle(fn, SPEC), "tcp://127.0.0.1:*", measure_timeout=0.5) as srv, Channel(srv.endpoint) as ch:
+        slow = _req("measure", "slow", arrays={"X": in_limits(3)})
+        err = _ask(ch, slow, "slow").header["error"]
+        assert err["code"] == "RIG_TIMEOUT" and err["retryable"] is False and "0.5 s" in err["message"]
+        stuck = _status(ch)
+        refused = _ask(ch, _req("measure", "next", arrays={"X": in_limits(2)}), "next").header["error"]
+        assert _ask(ch, _req("ping", "p"), "p").header["ok"] is True
+        fn.block.set()  # the rig comes back
+        _wait_state(ch, "idle")
+        retried = _ask(ch, slow, "slow").header["error"]  # stored: not measured again
+        y = _ask(ch, _req("measure", "next", arrays={"X": in_limits(2)}), "next").arrays["y"]  # refused ids stay free
+    assert stuck["state"] == "stuck" and stuck["current"]["id"] == "slow" and "RIG_TIMEOUT" in stuck["fault"]
+    assert refused["code"] == "RIG_TIMEOUT" and "stuck" in refused["message"]
+    assert retried["code"] == "RIG_TIMEOUT" and y.shape == (2,)
+    assert [len(X) for X in fn.calls] == [3, 2]
+
+
+def test_a_queued_request_past_its_deadline_is_answered_expired_and_never_measured(fn: CountingFn) -> None:
+    fn.block, fn.started = threading.Event(), threading.Event()
+    with OracleServer(CallableOracle(fn, SPEC), "tcp://127.0.0.1:*", measure_timeout=None) as srv, \
+            Channel(srv.endpoint) as first, Channel(srv.endpoint) as second:
+        with pytest.raises(OracleTimeout):
+            first.exchange(_req("measure", "1", arrays={"X": in_limits(2)}), "1", timeout=0.2, deadline=0.2)
+        assert fn.started.wait(5)
+        late = _req("measure", "2", session="other", arrays={"X": in_limits(3)}, expires_in=0.3)
+        err = _ask(second, late, "2").header["error"]
+        queue = _status(second)["queue"]
+        fn.block.set()
+        _wait_state(second, "idle")
+        again = _ask(second, late, "2").header["error"]
+    assert err["code"] == "EXPIRED" and err["retryable"] is False and "0.3" in err["message"]
+    assert queue == 1 and again["code"] == "EXPIRED"
+    assert [len(X) for X in fn.calls] == [2]
+
+
+@pytest.mark.parametrize("value", ["soon", -1, 0, True, 1e999, [1]])
+def test_expires_in_must_be_a_positive_number_of_seconds(server: OracleServer, fn: CountingFn, value: Any) -> None:
+    with Channel(server.endpoint) as ch:
+        err = _ask(ch, _req("measure", "e", arrays={"X": in_limits(2)}, expires_in=value), "e").header["error"]
+    assert err["code"] == "BAD_REQUEST" and "expires_in" in err["message"] and fn.calls == []
+
+
+def test_status_counts_measurements_per_session(server: OracleServer) -> None:
+    with Channel(server.endpoint) as ch:
+        a = _req("measure", "1", session="a", arrays={"X": in_limits(3)})
+        _ask(ch, a, "1")
+        _ask(ch, a, "1")
+        _ask(ch, _req("measure", "1", session="b", arrays={"X": in_limits(4)}), "1")
+        status_a, status_b, status_c = _status(ch, "a"), _status(ch, "b"), _status(ch, "c")
+    assert status_a["session_counters"] == {"measurements": 1, "points": 3, "cache_hits": 1}
+    assert status_b["session_counters"] == {"measurements": 1, "points": 4, "cache_hits": 0}
+    assert status_c["session_counters"] == {"measurements": 0, "points": 0, "cache_hits": 0}
+    assert status_a["measurements"] == 2
+
+
+def test_a_client_measure_carries_its_deadline_as_expires_in() -> None:
+    from wire_helpers import FakeServer, hello_result, reply
+
+    def handler(header: dict[str, Any], n: int) -> list[Any]:
+        if header["op"] == "hello":
+            return reply(header, hello_result())
+        return reply(header, {"n_rows": 2}, {"y": np.zeros(2)})
+
+    with FakeServer(handler) as fake, ZmqOracle(fake.endpoint, timeout=5, deadline=42) as remote:
+        remote.measure(in_limits(2))
+        remote.ping()
+    by_op = {h["op"]: h for h in fake.seen}
+    assert by_op["measure"]["expires_in"] == 42 and "expires_in" not in by_op["ping"]
