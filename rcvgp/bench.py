@@ -288,14 +288,16 @@ def run_task(task: BenchTask) -> dict[str, Any]:
 
 def judge_exact(found: Any, bench_id: str) -> bool:
     """Whether ``found`` (sympy or text) is an exact recovery of the catalog equation ``bench_id``
-    (:func:`rcvgp.metrics.is_exact` against its ground truth)."""
+    (:func:`rcvgp.metrics.is_exact` against its ground truth, on its variables' declared
+    domains)."""
     from rcvgp.benchmarks import get_benchmark, parse_expression
     from rcvgp.metrics import is_exact
 
     if found is None:
         return False
     bench = get_benchmark(bench_id)
-    return bool(is_exact(found, parse_expression(bench.expression, bench.variable_names)))
+    truth = parse_expression(bench.expression, bench.variable_names)
+    return bool(is_exact(found, truth, variables=bench.variables))
 
 
 def run_benchmark(

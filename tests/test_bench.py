@@ -49,6 +49,12 @@ def test_judge_exact_checks_against_the_catalog_truth() -> None:
     assert not judge_exact(None, "livermore2/Vars4-1")
 
 
+def test_judge_exact_uses_the_declared_domains() -> None:
+    """A run's answer for livermore2/Vars6-16 (NMSE 6e-32), whose variables are positive."""
+    found = "-sqrt(x0) - 1.0000000000000002*x0 + x1 - x3 - x4 - 3.2600000000000007 - sqrt(x5)/sqrt(x2)"
+    assert judge_exact(found, "livermore2/Vars6-16")
+
+
 def test_summarize_gives_medians_quantiles_and_exact_rate_per_group_and_method() -> None:
     records = [
         record("sincos-3-2-2", "racing", 1e-8, True, 10.0, 1000),
