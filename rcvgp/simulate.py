@@ -10,7 +10,8 @@ random point failures and a latency per request let a slow or flaky rig be rehea
 Noise is off by default (as in the paper). :class:`Noise` describes it: Gaussian additive with an
 absolute standard deviation, Gaussian additive relative to the std of y over the declared ranges,
 or multiplicative. Every random draw comes from one ``numpy.random.Generator`` seeded at
-construction, so a run is reproducible from its seed.
+construction, so a run is reproducible from its seed. :meth:`SimulatedOracle.noise_floor` is the
+test NMSE the truth itself scores under that noise.
 
 Units are arbitrary: ``rescale`` gives the same oracle in other units (every variable and y times
 a factor, e.g. a power of ten), to check that what a search finds does not depend on them.
@@ -33,6 +34,7 @@ import sympy
 
 from rcvgp.benchmarks import Benchmark, get_benchmark, parse_expression
 from rcvgp.errors import ConfigError, ExpressionError
+from rcvgp.metrics import scaled_moments
 from rcvgp.operators import resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, Output, Variable, check_limits, check_reply, design_points
 
@@ -41,9 +43,9 @@ __all__ = ["NOISE_KINDS", "Noise", "SimulatedOracle", "REFERENCE_POINTS", "REFER
 #: Noise models a simulated oracle knows.
 NOISE_KINDS = ("none", "additive", "relative", "multiplicative")
 
-#: Size and seed of the fixed sample of the declared ranges on which the std of y is estimated
-#: (for ``relative`` noise). Fixed, so the noise level is a property of the equation and its
-#: ranges, not of the user's seed or of what a batch happens to hold.
+#: Size and seed of the fixed sample of the declared ranges on which the std of y (for
+#: ``relative`` noise) and the noise floor are estimated. Fixed, so the noise level is a property
+#: of the equation and its ranges, not of the user's seed or of what a batch happens to hold.
 REFERENCE_POINTS = 4096
 REFERENCE_SEED = 20230817
 
@@ -456,6 +458,28 @@ class SimulatedOracle(DataOracle):
         # Floats, not exact rationals: is_exact sizes the leftovers it may drop by the truth's floats.
         new = {sympy.Symbol(n): sympy.Symbol(n) / sympy.Float(f) for n, f in zip(names, self._x_factors) if f != 1}
         return str(sympy.Float(self._y_factor) * expr.xreplace(new))
+
+    def noise_floor(self) -> float:
+        """The test NMSE that the truth itself scores under this oracle's noise: the expected
+        noise variance over the variance of the noisy y, on the declared ranges.
+
+        Estimated on the fixed reference sample (:data:`REFERENCE_POINTS`, :data:`REFERENCE_SEED`)
+        where the truth is finite; with ``Var`` the variance and ``E`` the mean over it,
+        ``additive:s`` gives ``s**2 / (Var(y) + s**2)``, ``relative:s`` gives ``s**2 / (1 +
+        s**2)``, ``multiplicative:s`` gives ``s**2 E(y**2) / (Var(y) + s**2 E(y**2))``, and
+        ``none`` 0. Rescaling the units does not change it. NaN when fewer than two reference
+        points are finite.
+        """
+        s2 = self.noise.scale**2
+        if self.noise.kind == "none" or s2 == 0:
+            return 0.0
+        y = self._reference_y()
+        if y.size < 2:
+            return math.nan
+        unit, var, power = (float(v) for v in scaled_moments(y, np.ones(y.shape, dtype=bool)))
+        noise = {"additive": s2 / unit**2, "relative": s2 * var, "multiplicative": s2 * power}[self.noise.kind]
+        total = var + noise
+        return noise / total if total > 0 else math.nan
 
     def truth(self, X: np.ndarray) -> np.ndarray:
         """The noiseless truth at X, NaN where it is not finite; no limits check, no counters.

@@ -416,6 +416,7 @@ def test_a_rescaled_oracle_has_the_same_noise_in_the_new_units(noise: str) -> No
     np.testing.assert_allclose(oracle.measure(X), 1e-5 * plain.measure(X / x_factors), rtol=1e-9)
     if noise.startswith("relative"):
         assert oracle.y_std == pytest.approx(1e-5 * plain.y_std, rel=1e-12)
+    assert oracle.noise_floor() == pytest.approx(plain.noise_floor(), rel=1e-12)
 
 
 def test_a_rescaled_oracle_keeps_its_secret() -> None:
@@ -454,3 +455,39 @@ def test_a_count_keeps_its_unit() -> None:
         SimulatedOracle.from_benchmark("feynman/bonus.1", rescale={"x0": 10.0})
     oracle = SimulatedOracle.from_benchmark("feynman/bonus.1", rescale={"x0": 1.0, "x2": 10.0})
     assert oracle.describe().variables[0] == get_benchmark("feynman/bonus.1").variables[0]
+
+
+# -- the noise floor ------------------------------------------------------------------------------
+
+
+def test_noise_floor_of_additive_noise_on_a_law_of_known_variance() -> None:
+    """y = x0 uniform on [0, 1]: Var(y) = 1/12; additive noise of std 0.1 adds 0.01."""
+    oracle = SimulatedOracle.from_expression("x0", {"x0": (0.0, 1.0)}, noise="additive:0.1")
+    assert oracle.noise_floor() == pytest.approx(0.01 / (1 / 12 + 0.01), rel=0.02)
+
+
+def test_noise_floor_of_relative_and_multiplicative_noise() -> None:
+    law = {"x0": (1.0, 3.0)}  # y = x0: Var(y) = 1/3, E(y**2) = 13/3
+    assert SimulatedOracle.from_expression("x0", law, noise="relative:0.1").noise_floor() == pytest.approx(
+        0.01 / 1.01, rel=1e-12)
+    multiplicative = SimulatedOracle.from_expression("x0", law, noise="multiplicative:0.1")
+    assert multiplicative.noise_floor() == pytest.approx(0.01 * 13 / 3 / (1 / 3 + 0.01 * 13 / 3), rel=0.02)
+    assert SimulatedOracle.from_expression("x0", law).noise_floor() == 0.0
+    assert SimulatedOracle.from_expression("x0", law, noise="additive:0").noise_floor() == 0.0
+
+
+@pytest.mark.parametrize(("bench_id", "noise"), [
+    ("sincos-4-4-6/3", "additive:0.1"),
+    ("feynman/I.8.14", "relative:0.1"),
+    ("feynman/III.10.19", "multiplicative:0.1"),  # y ~ 1e-25
+])
+def test_noise_floor_is_what_the_truth_scores_on_noisy_test_points(bench_id: str, noise: str) -> None:
+    """The NMSE of the truth itself against noisy readings, as a search's test score is computed."""
+    from rcvgp.metrics import regression_metrics
+
+    oracle = SimulatedOracle.from_benchmark(bench_id, noise=noise, seed=2)
+    X = _points(oracle, 40_000)
+    scored = regression_metrics(oracle.measure(X), oracle.truth(X))["nmse"]
+    floor = oracle.noise_floor()
+    assert 0 < floor < 1
+    assert scored == pytest.approx(floor, rel=0.05)
