@@ -524,7 +524,7 @@ class SimulatedOracle(DataOracle):
         X = design_points(base, REFERENCE_POINTS, np.random.default_rng(REFERENCE_SEED))
         with np.errstate(all="ignore"):
             y = self._evaluate(X)
-        return y[np.isfinite(y)]
+        return np.asarray(y[np.isfinite(y)])
 
     def _reference_std(self) -> float:
         y = self._reference_y()
