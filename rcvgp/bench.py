@@ -2,12 +2,15 @@
 process, summarised per group and method as the paper's tables are.
 
 A :class:`BenchTask` names one run: a catalog entry, a search method, a seed, a time cap, a noise
-model and search-setting overrides. :func:`run_task` performs it (a top-level function, so it
-pickles to any process pool): it builds the entry's :class:`~rcvgp.simulate.SimulatedOracle`, runs
-:func:`~rcvgp.search.run_search` -- which chooses the expression on validation data and scores it
-once on fresh test points with no variable held -- and checks exact recovery against the catalog's
-ground truth with :func:`judge_exact`. It returns one flat, JSON-ready record. A run that hits
-its time cap reports its best expression so far and is marked ``timed_out``.
+model, whether the units are rescaled, and search-setting overrides. :func:`run_task` performs it
+(a top-level function, so it pickles to any process pool): it builds the entry's
+:class:`~rcvgp.simulate.SimulatedOracle` (in random units with ``rescale``: a power of ten per
+variable and for y, :meth:`BenchTask.rescale_powers`), runs :func:`~rcvgp.search.run_search` --
+which chooses the expression on validation data and scores it once on fresh test points with no
+variable held -- and checks exact recovery against the catalog's ground truth (in the run's
+units) with :func:`judge_exact`. It returns one flat, JSON-ready record, with the noise floor
+(the test NMSE of the truth itself under the run's noise). A run that hits its time cap reports
+its best expression so far and is marked ``timed_out``.
 
 :func:`run_benchmark` sends tasks to any :class:`concurrent.futures.Executor` (by default a
 process pool; a Dask ``distributed`` client's ``get_executor()`` spreads them over a cluster),
@@ -23,6 +26,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import csv
 import difflib
+import hashlib
 import io
 import json
 import math
@@ -48,6 +52,7 @@ __all__ = [
     "RECORD_FIELDS",
     "SUMMARY_FIELDS",
     "PAPER_RACING_NMSE",
+    "RESCALE_POWERS",
     "THREAD_ENV_VARS",
     "BenchTask",
     "BenchmarkInterrupted",
@@ -71,16 +76,19 @@ SUMMARY_CSV_NAME = "summary.csv"
 
 #: The fields of a run record, in the order of ``runs.csv``.
 RECORD_FIELDS = (
-    "id", "group", "method", "seed", "nmse_test", "exact", "points", "requests", "points_failed",
-    "wall_seconds", "cpu_seconds", "stopped", "timed_out", "expression", "schedule", "noise", "time_cap",
-    "settings",
+    "id", "group", "method", "seed", "nmse_test", "nmse_floor", "exact", "points", "requests", "points_failed",
+    "wall_seconds", "cpu_seconds", "stopped", "timed_out", "expression", "schedule", "noise", "rescale",
+    "time_cap", "settings",
 )  # fmt: skip
 
 #: The fields of a summary row, in the order of ``summary.csv``.
 SUMMARY_FIELDS = (
-    "group", "method", "n", "nmse_median", "nmse_q75", "exact_rate", "n_exact", "wall_median",
+    "group", "method", "n", "nmse_median", "nmse_q75", "floor_median", "exact_rate", "n_exact", "wall_median",
     "cpu_median", "points_median", "timed_out", "errors", "paper_median", "paper_q75",
 )  # fmt: skip
+
+#: The powers of ten a rescaled run draws from, per variable and for y (``rcvgp bench --rescale``).
+RESCALE_POWERS = range(-6, 7)
 
 #: Racing-CVGP's median and 75%-quantile test NMSE per group, as the paper prints them.
 PAPER_RACING_NMSE: dict[str, tuple[str, str]] = {
@@ -101,6 +109,7 @@ THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                    "NUMEXPR_NUM_THREADS")
 
 _TINY = 1e-6  # the paper prints NMSE below this as "<1e-6"
+_RESCALE_STREAM = 0x5CA1E  # the rescale powers' random stream, apart from the search's and the noise's
 _STOP = threading.Event()  # asks runs in threads of this process to stop (set on Ctrl-C)
 _GRACE_SECONDS = 60.0  # how long Ctrl-C waits for running runs to hand back their best so far
 
@@ -123,6 +132,8 @@ class BenchTask:
         Seconds after which the search stops with its best expression so far (``max_seconds``).
     noise : str
         ``none`` or ``KIND:SCALE`` (:class:`rcvgp.simulate.Noise`); stored normalised.
+    rescale : bool
+        Run the equation in random units: see :meth:`rescale_powers`.
     settings : mapping or tuple of (name, value) pairs
         Overrides of :class:`~rcvgp.search.SearchConfig` fields (e.g. ``{"population": 20}``);
         stored as sorted pairs so that the task stays hashable.
@@ -134,6 +145,7 @@ class BenchTask:
     time_cap: float | None = 120.0
     noise: str = "none"
     settings: tuple[tuple[str, Any], ...] = ()
+    rescale: bool = False
 
     def __post_init__(self) -> None:
         from rcvgp.benchmarks import get_benchmark
@@ -149,6 +161,8 @@ class BenchTask:
                 raise ConfigError(f"time cap must be a number of seconds > 0, got {self.time_cap!r}")
             object.__setattr__(self, "time_cap", float(self.time_cap))
         object.__setattr__(self, "noise", str(Noise.parse(self.noise)))
+        if not isinstance(self.rescale, bool):
+            raise ConfigError(f"rescale must be true or false, got {self.rescale!r}")
         pairs = dict(self.settings.items() if isinstance(self.settings, Mapping) else self.settings)
         object.__setattr__(self, "settings", tuple(sorted(pairs.items())))
         self.search_config()  # validates the overrides
@@ -175,7 +189,29 @@ class BenchTask:
     @property
     def key(self) -> str:
         """What identifies the run in ``runs.jsonl``: a run with the same key is not run again."""
-        return _key(self.bench_id, self.method, self.seed, self.noise, self.time_cap, dict(self.settings))
+        return _key(self.bench_id, self.method, self.seed, self.noise, self.time_cap, dict(self.settings),
+                    self.rescale)
+
+    def rescale_powers(self) -> dict[str, int] | None:
+        """The units of a rescaled run (None when it is not rescaled): a power of ten per
+        variable and one for ``y``, each drawn uniformly from :data:`RESCALE_POWERS`.
+
+        The draw comes from a random stream of its own, derived from the seed and the equation
+        id, so it is reproducible and leaves the search's and the noise's streams alone. An
+        ``integer_uniform`` variable is a count, with no unit: its power is drawn and set to 0.
+        """
+        if not self.rescale:
+            return None
+        import numpy as np
+
+        from rcvgp.benchmarks import get_benchmark
+
+        bench = get_benchmark(self.bench_id)
+        equation = int.from_bytes(hashlib.sha256(bench.id.encode()).digest()[:8], "little")
+        rng = np.random.default_rng([self.seed, _RESCALE_STREAM, equation])
+        drawn = rng.integers(RESCALE_POWERS.start, RESCALE_POWERS.stop, size=len(bench.variables) + 1)
+        powers = {v.name: 0 if v.dist == "integer_uniform" else int(p) for v, p in zip(bench.variables, drawn)}
+        return powers | {"y": int(drawn[-1])}
 
 
 def select_benchmarks(groups: Iterable[str] = (), ids: Iterable[str] = ()) -> list[str]:
@@ -206,6 +242,7 @@ def make_tasks(
     time_cap: float | None = 120.0,
     noise: str = "none",
     settings: Mapping[str, Any] | None = None,
+    rescale: bool = False,
 ) -> list[BenchTask]:
     """Every (equation, method, seed) combination as a :class:`BenchTask`, equation-major.
 
@@ -219,7 +256,7 @@ def make_tasks(
     seeds = list(seeds)
     pairs = tuple(sorted((settings or {}).items()))
     return [
-        BenchTask(bench_id, method, seed, time_cap=time_cap, noise=noise, settings=pairs)
+        BenchTask(bench_id, method, seed, time_cap=time_cap, noise=noise, settings=pairs, rescale=rescale)
         for bench_id in bench_ids
         for method in methods
         for seed in seeds
@@ -238,14 +275,18 @@ def run_task(task: BenchTask) -> dict[str, Any]:
     dict
         JSON-ready, with the keys of :data:`RECORD_FIELDS`: ``id``, ``group``, ``method``,
         ``seed``, ``nmse_test`` (on fresh test points, no variable held; ``None`` when the
-        expression is not finite there, which summaries count as infinite), ``exact``,
+        expression is not finite there, which summaries count as infinite), ``nmse_floor``
+        (the test NMSE of the truth itself under the run's noise,
+        :meth:`~rcvgp.simulate.SimulatedOracle.noise_floor`; 0 without noise), ``exact``
+        (against the law in the run's units),
         ``points`` (measured), ``requests``, ``points_failed``, ``wall_seconds`` (of the
         search), ``cpu_seconds`` (the CPU time of the search's thread: unlike wall time, it does
         not grow when runs share cores, so it compares runs made under different loads),
         ``stopped`` (``completed``, ``budget``, ``time`` or ``interrupted``), ``timed_out``,
         ``expression``, ``schedule`` (the chosen expression's held variables round by round,
-        ending with ``[]``; a run short of time skips rounds), ``noise``, ``time_cap`` and
-        ``settings``.
+        ending with ``[]``; a run short of time skips rounds), ``noise``, ``rescale`` (the
+        powers of ten of a rescaled run, by variable name and ``y``; ``None`` otherwise),
+        ``time_cap`` and ``settings``.
     """
     import numpy as np
 
@@ -254,15 +295,18 @@ def run_task(task: BenchTask) -> dict[str, Any]:
     from rcvgp.simulate import SimulatedOracle
 
     bench = get_benchmark(task.bench_id)
+    powers = task.rescale_powers()
     # As the runner does: the oracle's noise has its own stream, derived from the same seed.
     noise_rng = np.random.default_rng([task.seed, 0x5EED])
-    oracle = SimulatedOracle.from_benchmark(bench.id, noise=task.noise, seed=noise_rng)
+    oracle = SimulatedOracle.from_benchmark(bench.id, noise=task.noise, seed=noise_rng,
+                                            rescale=_factors(powers))
+    floor = oracle.noise_floor()
     with oracle:
         cpu_start = time.thread_time()
         result = run_search(task.method, oracle, task.search_config(), task.seed,
                             progress=lambda _p: _STOP.is_set())
         cpu_seconds = time.thread_time() - cpu_start
-    exact = judge_exact(result.best.sympy_expr, bench.id)
+    exact = judge_exact(result.best.sympy_expr, bench.id, rescale=powers)
     nmse = float(result.test_metrics["nmse"])
     return {
         "id": bench.id,
@@ -270,6 +314,7 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         "method": task.method,
         "seed": task.seed,
         "nmse_test": nmse if math.isfinite(nmse) else None,
+        "nmse_floor": floor if math.isfinite(floor) else None,
         "exact": exact,
         "points": int(result.points_measured),
         "requests": int(result.requests),
@@ -281,21 +326,36 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         "expression": result.best.expression,
         "schedule": [list(held) for held in result.best.schedule],
         "noise": task.noise,
+        "rescale": powers,
         "time_cap": task.time_cap,
         "settings": dict(task.settings),
     }
 
 
-def judge_exact(found: Any, bench_id: str) -> bool:
+def judge_exact(found: Any, bench_id: str, rescale: Mapping[str, int] | None = None) -> bool:
     """Whether ``found`` (sympy or text) is an exact recovery of the catalog equation ``bench_id``
-    (:func:`rcvgp.metrics.is_exact` against its ground truth)."""
+    (:func:`rcvgp.metrics.is_exact` against its ground truth, on its variables' declared
+    domains).
+
+    Parameters
+    ----------
+    found : sympy expression, str or None
+    bench_id : str
+    rescale : mapping of str to int, optional
+        A rescaled run's powers of ten (its record's ``rescale``): the truth and the domains
+        are then those of the run's units.
+    """
     from rcvgp.benchmarks import get_benchmark, parse_expression
     from rcvgp.metrics import is_exact
+    from rcvgp.simulate import SimulatedOracle
 
     if found is None:
         return False
     bench = get_benchmark(bench_id)
-    return bool(is_exact(found, parse_expression(bench.expression, bench.variable_names)))
+    oracle = SimulatedOracle.from_benchmark(bench, rescale=_factors(rescale))  # the law in the run's units
+    variables = oracle.describe().variables
+    truth = parse_expression(oracle.reveal(), [v.name for v in variables])
+    return bool(is_exact(found, truth, variables=variables))
 
 
 def run_benchmark(
@@ -427,7 +487,8 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     -------
     list of dict
         With the keys of :data:`SUMMARY_FIELDS`: ``n`` runs, ``nmse_median`` and ``nmse_q75``
-        (the 75% quantile, linear interpolation as numpy's default), ``exact_rate`` and
+        (the 75% quantile, linear interpolation as numpy's default), ``floor_median`` (of the
+        runs' noise floors; ``None`` when no record has one), ``exact_rate`` and
         ``n_exact``, ``wall_median`` and ``cpu_median`` (seconds; ``None`` for CPU when no record
         has it: records written before it was kept), ``points_median``, ``timed_out`` and ``errors``
         (counts), and the paper's Racing-CVGP ``paper_median`` / ``paper_q75`` for the group
@@ -453,6 +514,7 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "n": len(ok),
             "nmse_median": _finite_or_none(_quantile(nmse, 0.5)),
             "nmse_q75": _finite_or_none(_quantile(nmse, 0.75)),
+            "floor_median": _quantile([float(r["nmse_floor"]) for r in ok if r.get("nmse_floor") is not None], 0.5),
             "exact_rate": n_exact / len(ok) if ok else None,
             "n_exact": n_exact,
             "wall_median": _quantile([float(r["wall_seconds"]) for r in ok], 0.5),
@@ -469,10 +531,12 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The summary rows as an aligned text table (NMSE below 1e-6 printed ``<1e-6``, as the
-    paper does), with the paper's Racing-CVGP median / 75% for the group in the last column."""
-    header = ("GROUP", "METHOD", "RUNS", "NMSE MEDIAN", "NMSE 75%", "EXACT", "WALL MEDIAN", "CPU MEDIAN",
-              "POINTS MEDIAN", "TIMED OUT", "PAPER RACING-CVGP MEDIAN / 75%")
-    table = [header]
+    paper does), with the paper's Racing-CVGP median / 75% for the group in the last column.
+    When some run had noise, a column after the NMSE's gives the median noise floor."""
+    noisy = any(row.get("floor_median") for row in rows)
+    header = ("GROUP", "METHOD", "RUNS", "NMSE MEDIAN", "NMSE 75%", "NMSE FLOOR", "EXACT", "WALL MEDIAN",
+              "CPU MEDIAN", "POINTS MEDIAN", "TIMED OUT", "PAPER RACING-CVGP MEDIAN / 75%")
+    table: list[tuple[str, ...]] = [header]
     for row in rows:
         n = int(row["n"])
         rate = row.get("exact_rate")
@@ -481,13 +545,16 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
         runs = str(n) + (f" (+{row['errors']} failed)" if row.get("errors") else "")
         table.append((
             str(row["group"]), str(row["method"]), runs,
-            _nmse_text(row.get("nmse_median"), n), _nmse_text(row.get("nmse_q75"), n), exact,
+            _nmse_text(row.get("nmse_median"), n), _nmse_text(row.get("nmse_q75"), n),
+            "-" if row.get("floor_median") is None else f"{row['floor_median']:.3g}", exact,
             _seconds(row.get("wall_median")), _seconds(row.get("cpu_median")),
             "-" if row.get("points_median") is None else f"{row['points_median']:,.0f}",
             str(row["timed_out"]), paper,
         ))
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    right = {2, 3, 4, 6, 7, 8, 9}
+    if not noisy:
+        table = [line[:5] + line[6:] for line in table]
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    right = {2, 3, 4, 5, 7, 8, 9, 10} if noisy else {2, 3, 4, 6, 7, 8, 9}
     return "\n".join(
         "  ".join(cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(line, widths)))
         .rstrip()
@@ -503,9 +570,10 @@ def format_record(record: Mapping[str, Any], n_done: int | None = None, n_total:
         return f"{head}: failed: {record['error']}"
     nmse = record.get("nmse_test")
     nmse_text = "inf" if nmse is None else f"{nmse:.3g}"
+    floor = f" (floor {record['nmse_floor']:.3g})" if record.get("nmse_floor") else ""
     exact = "yes" if record.get("exact") else "no"
     stopped = " (timed out: best so far)" if record.get("timed_out") else ""
-    return (f"{head}: NMSE {nmse_text}  exact {exact}  points {record['points']:,}  "
+    return (f"{head}: NMSE {nmse_text}{floor}  exact {exact}  points {record['points']:,}  "
             f"{record['wall_seconds']:.1f} s{stopped}")
 
 
@@ -520,14 +588,21 @@ def _check_method(method: str) -> None:
 
 
 def _key(bench_id: str, method: str, seed: int, noise: str, time_cap: float | None,
-         settings: Mapping[str, Any]) -> str:
+         settings: Mapping[str, Any], rescale: bool) -> str:
     cap = None if time_cap is None else float(time_cap)
-    return json.dumps([bench_id, method, int(seed), str(noise), cap, sorted(settings.items())])
+    key: list[Any] = [bench_id, method, int(seed), str(noise), cap, sorted(settings.items())]
+    # Only a rescaled run's key says so: a plain run keeps the key of records written before.
+    return json.dumps(key + ["rescale"] if rescale else key)
 
 
 def _record_key(record: Mapping[str, Any]) -> str:
     return _key(record["id"], record["method"], record["seed"], record.get("noise", "none"),
-                record.get("time_cap"), record.get("settings") or {})
+                record.get("time_cap"), record.get("settings") or {}, record.get("rescale") is not None)
+
+
+def _factors(powers: Mapping[str, int] | None) -> dict[str, float] | None:
+    """The factors of a rescaled run's powers of ten."""
+    return None if powers is None else {name: 10.0 ** int(p) for name, p in powers.items()}
 
 
 def _outcome(future: cf.Future[dict[str, Any]], task: BenchTask) -> dict[str, Any] | None:

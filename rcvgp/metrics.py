@@ -1,20 +1,23 @@
 """Error metrics as the paper defines them, and the exact-recovery check against a known truth.
 
 NMSE = MSE / Var(y), NRMSE = RMSE / std(y), R^2 = 1 - NMSE. A prediction that is not finite
-everywhere scores inf (R^2 -inf).
+everywhere scores inf (R^2 -inf). Exact recovery is judged on the variables' declared domains
+when they are given (:func:`is_exact`, :func:`domain_symbol`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import sympy
 
+from rcvgp.oracle import Variable, sample_variable
 from rcvgp.timelimit import TimeUp, time_limit
 
-__all__ = ["regression_metrics", "is_exact", "round_floats", "scaled_moments"]
+__all__ = ["regression_metrics", "is_exact", "domain_symbol", "round_floats", "scaled_moments"]
 
 
 def scaled_moments(y: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -84,7 +87,13 @@ EXACT_SECONDS = 20.0
 
 
 def is_exact(
-    found: Any, truth: Any, digits: int = 3, rel: float = 1e-4, seconds: float = EXACT_SECONDS
+    found: Any,
+    truth: Any,
+    digits: int = 3,
+    rel: float = 1e-4,
+    seconds: float = EXACT_SECONDS,
+    *,
+    variables: Sequence[Variable] | None = None,
 ) -> bool:
     """SRBench's "symbolic solution": found - truth or found / truth simplifies to a constant
     once constants are compared at ``digits`` significant digits (symbols matched by name).
@@ -95,21 +104,62 @@ def is_exact(
     coefficients are all that small counts as none. sympy's simplify can run for hours on some
     expressions (factoring inside trigsimp): the symbolic checks stop after ``seconds``, and
     what they could not show equal in that time is judged not exact.
+
+    Parameters
+    ----------
+    found, truth : sympy expression or str
+    digits : int
+        Significant digits at which constants are compared.
+    rel : float
+        Relative size below which a fitted float or coefficient counts as a leftover.
+    seconds : float
+        Wall-time limit of the symbolic checks.
+    variables : sequence of Variable, optional
+        The variables' declared domains, matched to the symbols by name. Two forms are then
+        compared where the variables live: a variable whose whole support is positive (or
+        negative) is a positive (negative) symbol, so ``sqrt(x5)/sqrt(x2)`` equals
+        ``sqrt(x5/x2)`` there, and the numerical pre-check draws its points from the declared
+        supports (:func:`rcvgp.oracle.sample_variable`). Without them -- and for a symbol
+        that is not among them -- symbols carry no assumption and points come from [0.5, 2].
     """
-    f, t = _unify(_as_sympy(found)), _unify(_as_sympy(truth))
+    domains = {v.name: v for v in variables or ()}
+    f, t = _unify(_as_sympy(found), domains), _unify(_as_sympy(truth), domains)
     scale = min((abs(float(c)) for c in t.atoms(sympy.Float) if float(c) != 0), default=1.0)
     tiny = rel * min(scale, 1.0)
     zeroed = _without_tiny(f, tiny)
     # Tiny floats can also be a ratio of two tiny numbers that matters: 0/0 says so.
-    f = f if _undefined(zeroed) else zeroed
+    symbolic = f if _undefined(zeroed) else zeroed
     try:
-        # Settle most wrong expressions by evaluating them, before any symbolic work.
-        if _numerically_unlike(f, t):
+        # Settle most wrong expressions by evaluating them, before any symbolic work. The floats
+        # a symbolic check may drop as leftovers stay in: a float tiny by itself need not be
+        # tiny where the variables live (1e-5*x0**3 with x0 near 1e3).
+        if _numerically_unlike(f, t, domains):
             return False
         with time_limit(seconds):
-            return _symbolically_equal(f, t, digits, tiny, rel)
+            return _symbolically_equal(symbolic, t, digits, tiny, rel)
     except (TypeError, ValueError, RecursionError, ZeroDivisionError, TimeUp):
         return False
+
+
+def domain_symbol(variable: Variable) -> sympy.Symbol:
+    """The sympy symbol of a variable, with what its declared support tells: positive where
+    the whole support is positive (so ``sqrt(x**2)`` is ``x``), negative where it is negative,
+    nonnegative or nonpositive where it reaches 0 from one side, real otherwise (a support
+    ``[-high, -low] U [low, high]``, or an interval across 0)."""
+    low, high = variable.low, variable.high
+    if not variable.only_positive:
+        sign = {"nonzero": True} if low > 0 else {}
+    elif low > 0:
+        sign = {"positive": True}
+    elif high < 0:
+        sign = {"negative": True}
+    elif low == 0:
+        sign = {"nonnegative": True}
+    elif high == 0:
+        sign = {"nonpositive": True}
+    else:
+        sign = {}
+    return sympy.Symbol(variable.name, real=True, **sign)
 
 
 def _symbolically_equal(f: sympy.Expr, t: sympy.Expr, digits: int, tiny: float, rel: float) -> bool:
@@ -137,14 +187,22 @@ def _without_tiny(expr: sympy.Expr, tiny: float) -> sympy.Expr:
     return expr.xreplace({c: sympy.Integer(0) for c in expr.atoms(sympy.Float) if abs(float(c)) < tiny})
 
 
-def _numerically_unlike(f: sympy.Expr, t: sympy.Expr, rel: float = 0.05) -> bool:
-    """True when both f - t and f / t vary, over random points in [0.5, 2], by more than ``rel``
-    of the truth's spread: then no constant offset or factor (even after rounding constants to
-    a few digits) makes them equal. False when the points cannot tell."""
+def _numerically_unlike(
+    f: sympy.Expr, t: sympy.Expr, domains: dict[str, Variable] | None = None, rel: float = 0.05
+) -> bool:
+    """True when both f - t and f / t vary, over random points of the variables' declared
+    supports (``domains``; [0.5, 2] for a symbol without one), by more than ``rel`` of the
+    truth's spread: then no constant offset or factor (even after rounding constants to a few
+    digits) makes them equal. False when the points cannot tell."""
     symbols = sorted(f.free_symbols | t.free_symbols, key=lambda s: s.name)
     if not symbols:
         return False
-    X = np.random.default_rng(0).uniform(0.5, 2.0, size=(64, len(symbols)))
+    domains = domains or {}
+    rng = np.random.default_rng(0)
+    X = np.empty((64, len(symbols)))
+    for j, s in enumerate(symbols):
+        var = domains.get(s.name)
+        X[:, j] = sample_variable(var, 64, rng) if var is not None else rng.uniform(0.5, 2.0, size=64)
     try:
         with np.errstate(all="ignore"):
             fv = np.broadcast_to(np.asarray(sympy.lambdify(symbols, f, "numpy")(*X.T), dtype=float), (64,))
@@ -234,11 +292,15 @@ def _whole(value: float) -> bool:
     return nearest != 0 and abs(value - nearest) <= 1e-12 * abs(value)
 
 
-def _unify(e: sympy.Expr) -> sympy.Expr:
-    """Plain symbols by name, so x0 (real) in one expression equals x0 in the other; numbers
-    such as sqrt(2) or pi as floats, so a fitted 1.41421 can cancel against them; whole-number
-    floats, to rounding, as integers."""
-    e = e.xreplace({s: sympy.Symbol(s.name) for s in e.free_symbols})
+def _unify(e: sympy.Expr, domains: dict[str, Variable] | None = None) -> sympy.Expr:
+    """Symbols by name, so x0 (real) in one expression equals x0 in the other: the symbol of
+    the declared domain (:func:`domain_symbol`) where ``domains`` has the name, a plain one
+    otherwise; numbers such as sqrt(2) or pi as floats, so a fitted 1.41421 can cancel against
+    them; whole-number floats, to rounding, as integers."""
+    domains = domains or {}
+    e = e.xreplace({
+        s: domain_symbol(domains[s.name]) if s.name in domains else sympy.Symbol(s.name) for s in e.free_symbols
+    })
     # A whole-number float is that integer, so cos(1.0*x2 + 1.5708) expands over sin(x2)
     # like the truth's terms (a found expression of sincos-3-2-2/5 carried that 1.0); so is one
     # a few roundings off it (a fit of sincos-3-2-2/1 left sin(0.99999999999999978*x0 - 1.5708)).

@@ -375,7 +375,7 @@ def _result_data(
         from rcvgp.benchmarks import parse_expression
         from rcvgp.metrics import is_exact
 
-        exact = bool(is_exact(found, parse_expression(truth_text, names)))
+        exact = bool(is_exact(found, parse_expression(truth_text, names), variables=spec.variables))
     data.update(
         experiment=config.name,
         oracle=spec.name,

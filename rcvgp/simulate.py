@@ -10,7 +10,11 @@ random point failures and a latency per request let a slow or flaky rig be rehea
 Noise is off by default (as in the paper). :class:`Noise` describes it: Gaussian additive with an
 absolute standard deviation, Gaussian additive relative to the std of y over the declared ranges,
 or multiplicative. Every random draw comes from one ``numpy.random.Generator`` seeded at
-construction, so a run is reproducible from its seed.
+construction, so a run is reproducible from its seed. :meth:`SimulatedOracle.noise_floor` is the
+test NMSE the truth itself scores under that noise.
+
+Units are arbitrary: ``rescale`` gives the same oracle in other units (every variable and y times
+a factor, e.g. a power of ten), to check that what a search finds does not depend on them.
 
 The ground truth never leaves the oracle through the interface: :meth:`describe`, the repr, the
 pickled state's printed form and every error message hold no trace of it. :meth:`reveal` gives it
@@ -22,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -30,6 +34,7 @@ import sympy
 
 from rcvgp.benchmarks import Benchmark, get_benchmark, parse_expression
 from rcvgp.errors import ConfigError, ExpressionError
+from rcvgp.metrics import scaled_moments
 from rcvgp.operators import resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, Output, Variable, check_limits, check_reply, design_points
 
@@ -38,9 +43,9 @@ __all__ = ["NOISE_KINDS", "Noise", "SimulatedOracle", "REFERENCE_POINTS", "REFER
 #: Noise models a simulated oracle knows.
 NOISE_KINDS = ("none", "additive", "relative", "multiplicative")
 
-#: Size and seed of the fixed sample of the declared ranges on which the std of y is estimated
-#: (for ``relative`` noise). Fixed, so the noise level is a property of the equation and its
-#: ranges, not of the user's seed or of what a batch happens to hold.
+#: Size and seed of the fixed sample of the declared ranges on which the std of y (for
+#: ``relative`` noise) and the noise floor are estimated. Fixed, so the noise level is a property
+#: of the equation and its ranges, not of the user's seed or of what a batch happens to hold.
 REFERENCE_POINTS = 4096
 REFERENCE_SEED = 20230817
 
@@ -160,6 +165,43 @@ def _coerce_variables(variables: Any) -> tuple[Variable, ...]:
     return tuple(out)
 
 
+def _rescale_factors(
+    rescale: Mapping[str, float] | None, variables: Sequence[Variable], output: Output
+) -> tuple[list[float], float]:
+    """The factor of each variable, in column order, and y's, from ``rescale`` (validated)."""
+    names = [v.name for v in variables]
+    if rescale is None:
+        return [1.0] * len(names), 1.0
+    if not isinstance(rescale, Mapping):
+        raise ConfigError(f"rescale must map names to factors, got {type(rescale).__name__}")
+    if rescale and output.name in names:
+        raise ConfigError(f"rescale: a variable is named like the output ({output.name!r}), so its factor is "
+                          "ambiguous; give the output another name")
+    known = [*names, output.name]
+    factors: dict[str, float] = {}
+    for key, value in rescale.items():
+        if key not in known:
+            import difflib
+
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"; did you mean `{close[0]}`?" if close else f" (known: {', '.join(known)})"
+            raise ConfigError(f"rescale: {key!r} is neither a variable nor the output{hint}")
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not (
+                math.isfinite(value) and value > 0):
+            raise ConfigError(f"rescale.{key}: a factor must be a finite number > 0, got {value!r}")
+        factors[str(key)] = float(value)
+    for var in variables:
+        if var.dist == "integer_uniform" and factors.get(var.name, 1.0) != 1.0:
+            raise ConfigError(f"rescale.{var.name}: an integer_uniform variable is a count, with no unit to "
+                              "change; leave it out of rescale")
+    return [factors.get(n, 1.0) for n in names], factors.get(output.name, 1.0)
+
+
+def _scaled_variable(var: Variable, factor: float) -> Variable:
+    """``var`` with its limits in units ``factor`` times smaller."""
+    return var if factor == 1 else replace(var, low=var.low * factor, high=var.high * factor)
+
+
 class SimulatedOracle(DataOracle):
     """An in-process oracle that evaluates a hidden ground-truth expression.
 
@@ -189,6 +231,15 @@ class SimulatedOracle(DataOracle):
         Most rows per request.
     output : Output
         The measured quantity's name and unit.
+    rescale : mapping of str to float, optional
+        The same oracle in other units: a factor per variable name, and for y under the
+        output's name (``"y"`` by default); a name left out keeps factor 1. A variable's
+        declared limits are multiplied by its factor; the oracle evaluates the truth at the set
+        points divided by the factors and returns y times y's factor, so :meth:`reveal` is the
+        law in the new units. The noise is the unscaled oracle's, in the new units (an
+        ``additive`` std is in the unscaled y's units; ``relative`` noise stays relative to the
+        std of y). Factors are finite and > 0; an ``integer_uniform`` variable (a count) has
+        no unit and keeps factor 1.
 
     Attributes
     ----------
@@ -198,7 +249,8 @@ class SimulatedOracle(DataOracle):
     last_failed : int
         NaN points in the last reply.
     y_std : float or None
-        The std of the truth on the declared ranges (computed for ``relative`` noise only).
+        The std of the truth on the declared ranges, in the oracle's units (computed for
+        ``relative`` noise only).
     """
 
     def __init__(
@@ -215,14 +267,19 @@ class SimulatedOracle(DataOracle):
         fail_rate: float = 0.0,
         max_rows: int = 100_000,
         output: Output | None = None,
+        rescale: Mapping[str, float] | None = None,
     ) -> None:
         variables = _coerce_variables(variables)
         operators = tuple(str(o) for o in operators)
         if operators:
             resolve_operators(operators)
+        output = output or Output()
+        x_factors, self._y_factor = _rescale_factors(rescale, variables, output)
+        self._x_factors = np.array(x_factors)
+        self._base_variables = variables
         self._spec = OracleSpec(
-            variables=variables,
-            output=output or Output(),
+            variables=tuple(_scaled_variable(v, f) for v, f in zip(variables, x_factors)),
+            output=output,
             max_rows=int(max_rows),
             name=str(name),
             operators=operators,
@@ -245,7 +302,9 @@ class SimulatedOracle(DataOracle):
         self.points_measured = 0
         self.points_failed = 0
         self.last_failed = 0
-        self.y_std: float | None = self._reference_std() if self.noise.kind == "relative" else None
+        # The std of y in the unscaled units: the noise is drawn there, then rescaled with y.
+        self._base_std = self._reference_std() if self.noise.kind == "relative" else None
+        self.y_std: float | None = None if self._base_std is None else self._base_std * self._y_factor
 
     # -- constructors --------------------------------------------------------------------------
 
@@ -260,6 +319,7 @@ class SimulatedOracle(DataOracle):
         latency_per_point: float = 0.0,
         fail_rate: float = 0.0,
         max_rows: int = 100_000,
+        rescale: Mapping[str, float] | None = None,
     ) -> SimulatedOracle:
         """The simulated oracle of a catalog entry, named ``sim:<id>``.
 
@@ -287,6 +347,7 @@ class SimulatedOracle(DataOracle):
             latency_per_point=latency_per_point,
             fail_rate=fail_rate,
             max_rows=max_rows,
+            rescale=rescale,
         )
 
     @classmethod
@@ -304,6 +365,7 @@ class SimulatedOracle(DataOracle):
         fail_rate: float = 0.0,
         max_rows: int = 100_000,
         output: Output | None = None,
+        rescale: Mapping[str, float] | None = None,
     ) -> SimulatedOracle:
         """A simulated oracle for a user's expression and variable ranges.
 
@@ -336,6 +398,7 @@ class SimulatedOracle(DataOracle):
             fail_rate=fail_rate,
             max_rows=max_rows,
             output=output,
+            rescale=rescale,
         )
 
     # -- the DataOracle interface ------------------------------------------------------------
@@ -370,8 +433,9 @@ class SimulatedOracle(DataOracle):
         if delay > 0:
             time.sleep(delay)
         with np.errstate(all="ignore"):
-            y = self._evaluate(X)
-            y = self.noise.apply(y, self._rng, self.y_std if self.y_std is not None else 1.0)
+            y = self._evaluate(X / self._x_factors)
+            y = self.noise.apply(y, self._rng, self._base_std if self._base_std is not None else 1.0)
+            y = y * self._y_factor
             if self.fail_rate > 0:
                 y = np.where(self._rng.random(n) < self.fail_rate, np.nan, y)
         y = np.where(np.isfinite(y), y, np.nan)
@@ -385,8 +449,37 @@ class SimulatedOracle(DataOracle):
     # -- the truth, on purpose only ------------------------------------------------------------
 
     def reveal(self) -> str:
-        """The ground-truth expression (for ``--reveal`` and exact-recovery checks only)."""
-        return self._expression
+        """The ground-truth expression (for ``--reveal`` and exact-recovery checks only), in the
+        oracle's units: ``y_factor * f(x0 / factor0, ...)`` when it is rescaled."""
+        if not self._rescaled:
+            return self._expression
+        names = [v.name for v in self._spec.variables]
+        expr = parse_expression(self._expression, names)
+        # Floats, not exact rationals: is_exact sizes the leftovers it may drop by the truth's floats.
+        new = {sympy.Symbol(n): sympy.Symbol(n) / sympy.Float(f) for n, f in zip(names, self._x_factors) if f != 1}
+        return str(sympy.Float(self._y_factor) * expr.xreplace(new))
+
+    def noise_floor(self) -> float:
+        """The test NMSE that the truth itself scores under this oracle's noise: the expected
+        noise variance over the variance of the noisy y, on the declared ranges.
+
+        Estimated on the fixed reference sample (:data:`REFERENCE_POINTS`, :data:`REFERENCE_SEED`)
+        where the truth is finite; with ``Var`` the variance and ``E`` the mean over it,
+        ``additive:s`` gives ``s**2 / (Var(y) + s**2)``, ``relative:s`` gives ``s**2 / (1 +
+        s**2)``, ``multiplicative:s`` gives ``s**2 E(y**2) / (Var(y) + s**2 E(y**2))``, and
+        ``none`` 0. Rescaling the units does not change it. NaN when fewer than two reference
+        points are finite.
+        """
+        s2 = self.noise.scale**2
+        if self.noise.kind == "none" or s2 == 0:
+            return 0.0
+        y = self._reference_y()
+        if y.size < 2:
+            return math.nan
+        unit, var, power = (float(v) for v in scaled_moments(y, np.ones(y.shape, dtype=bool)))
+        noise = {"additive": s2 / unit**2, "relative": s2 * var, "multiplicative": s2 * power}[self.noise.kind]
+        total = var + noise
+        return noise / total if total > 0 else math.nan
 
     def truth(self, X: np.ndarray) -> np.ndarray:
         """The noiseless truth at X, NaN where it is not finite; no limits check, no counters.
@@ -397,7 +490,7 @@ class SimulatedOracle(DataOracle):
         if X.ndim != 2 or X.shape[1] != self._spec.n_vars:
             raise ConfigError(f"{self._spec.name}: X must have shape (n_samples, {self._spec.n_vars}), got {X.shape}")
         with np.errstate(all="ignore"):
-            y = self._evaluate(X)
+            y = self._evaluate(X / self._x_factors) * self._y_factor
         return np.where(np.isfinite(y), y, np.nan)
 
     # -- internals -----------------------------------------------------------------------------
@@ -420,11 +513,21 @@ class SimulatedOracle(DataOracle):
         y = np.asarray(y, dtype=np.float64)
         return np.array(np.broadcast_to(y, (X.shape[0],)), dtype=np.float64)
 
-    def _reference_std(self) -> float:
-        X = design_points(self._spec, REFERENCE_POINTS, np.random.default_rng(REFERENCE_SEED))
+    @property
+    def _rescaled(self) -> bool:
+        return self._y_factor != 1 or bool(np.any(self._x_factors != 1))
+
+    def _reference_y(self) -> np.ndarray:
+        """The truth, in the unscaled units, where it is finite on the fixed reference sample of
+        the unscaled ranges (so that rescaling changes nothing but the unit)."""
+        base = OracleSpec(variables=self._base_variables, name=self._spec.name)
+        X = design_points(base, REFERENCE_POINTS, np.random.default_rng(REFERENCE_SEED))
         with np.errstate(all="ignore"):
             y = self._evaluate(X)
-        y = y[np.isfinite(y)]
+        return np.asarray(y[np.isfinite(y)])
+
+    def _reference_std(self) -> float:
+        y = self._reference_y()
         if y.size < 2:
             raise ConfigError(
                 f"{self._spec.name}: relative noise needs finite outputs on the declared ranges; use additive noise"

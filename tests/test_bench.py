@@ -30,15 +30,16 @@ from rcvgp.bench import (
 )
 from rcvgp.cli import ExitCode, main
 from rcvgp.errors import ConfigError
+from rcvgp.simulate import SimulatedOracle
 
 TINY = {"population": 20, "generations": 4, "batch": 64}
 
 
 def record(group: str, method: str, nmse: float | None, exact: bool, wall: float, points: int,
-           stopped: str = "completed") -> dict[str, Any]:
+           stopped: str = "completed", floor: float = 0.0) -> dict[str, Any]:
     return {"id": f"{group}/x", "group": group, "method": method, "seed": 0, "nmse_test": nmse, "exact": exact,
             "points": points, "wall_seconds": wall, "cpu_seconds": wall / 2, "stopped": stopped,
-            "timed_out": stopped == "time"}
+            "timed_out": stopped == "time", "nmse_floor": floor}
 
 
 def test_judge_exact_checks_against_the_catalog_truth() -> None:
@@ -47,6 +48,12 @@ def test_judge_exact_checks_against_the_catalog_truth() -> None:
     assert not judge_exact("2*x0 - 2*x1*x2 - 2*x1 - 6*x3 + 1", "livermore2/Vars4-1")  # not factor and offset
     assert not judge_exact("x0 - x1*x2 - 3*x3", "livermore2/Vars4-1")
     assert not judge_exact(None, "livermore2/Vars4-1")
+
+
+def test_judge_exact_uses_the_declared_domains() -> None:
+    """A run's answer for livermore2/Vars6-16 (NMSE 6e-32), whose variables are positive."""
+    found = "-sqrt(x0) - 1.0000000000000002*x0 + x1 - x3 - x4 - 3.2600000000000007 - sqrt(x5)/sqrt(x2)"
+    assert judge_exact(found, "livermore2/Vars6-16")
 
 
 def test_summarize_gives_medians_quantiles_and_exact_rate_per_group_and_method() -> None:
@@ -101,6 +108,67 @@ def test_records_written_before_cpu_time_was_kept_summarise_without_it() -> None
     assert rows[0]["wall_median"] == 3.0 and rows[0]["cpu_median"] is None
     row = format_table(rows).splitlines()[1]
     assert re.search(r"3\.0 s +- +10 ", row)
+
+
+def test_the_noise_floor_is_summarised_and_shown_only_with_noise() -> None:
+    quiet = [record("livermore2-n4", "racing", 0.1, False, 2.0, 10)]
+    assert summarize(quiet)[0]["floor_median"] == 0.0
+    assert "FLOOR" not in format_table(summarize(quiet))
+    noisy = [record("livermore2-n4", "racing", 0.1, False, 2.0, 10, floor=f) for f in (0.01, 0.02, 0.04)]
+    rows = summarize(noisy)
+    assert rows[0]["floor_median"] == 0.02
+    header, row = format_table(rows).splitlines()
+    assert re.search(r"NMSE 75% +NMSE FLOOR +EXACT", header)
+    assert re.search(r" 0\.1 +0\.1 +0\.02 +0/3 ", row)
+    old = record("livermore2-n4", "racing", 0.1, False, 2.0, 10)
+    del old["nmse_floor"]  # written before the floor was kept
+    assert summarize([old])[0]["floor_median"] is None and "FLOOR" not in format_table(summarize([old]))
+
+
+def test_rescale_powers_come_from_the_seed_and_the_equation_alone() -> None:
+    task = BenchTask("livermore2/Vars4-1", "racing", 3, rescale=True)
+    powers = task.rescale_powers()
+    assert powers is not None and list(powers) == ["x0", "x1", "x2", "x3", "y"]
+    assert all(isinstance(p, int) and -6 <= p <= 6 for p in powers.values())
+    # the same whatever else the run does, and again in a new task
+    for other in (BenchTask("livermore2/Vars4-1", "gp", 3, time_cap=5, noise="relative:0.1",
+                            settings={"population": 20}, rescale=True),
+                  BenchTask("livermore2/Vars4-1", "racing", 3, rescale=True)):
+        assert other.rescale_powers() == powers
+    by_seed = [tuple(BenchTask("livermore2/Vars4-1", "racing", seed, rescale=True).rescale_powers().values())
+               for seed in range(20)]
+    assert len(set(by_seed)) == 20
+    assert {p for row in by_seed for p in row} == set(range(-6, 7))  # uniform over -6..6: all seen
+    assert BenchTask("livermore2/Vars4-2", "racing", 3, rescale=True).rescale_powers() != powers
+    assert BenchTask("livermore2/Vars4-1", "racing", 3).rescale_powers() is None
+    counts = BenchTask("feynman/bonus.1", "racing", 0, rescale=True).rescale_powers()
+    assert counts is not None and counts["x0"] == counts["x1"] == 0  # integer_uniform: counts have no unit
+
+
+def test_rescaled_and_plain_runs_are_different_tasks(tmp_path: Path) -> None:
+    plain = BenchTask("livermore2/Vars4-1", "gp", 0)
+    rescaled = BenchTask("livermore2/Vars4-1", "gp", 0, rescale=True)
+    assert plain.key != rescaled.key
+    # a record written before --rescale existed (no `rescale` key) is the plain run
+    old = {"id": "livermore2/Vars4-1", "group": "livermore2-n4", "method": "gp", "seed": 0, "noise": "none",
+           "time_cap": 120.0, "settings": {}}
+    (tmp_path / RUNS_NAME).write_text(json.dumps(old) + "\n")
+    assert pending_tasks([plain, rescaled], tmp_path) == [rescaled]
+    new = old | {"rescale": rescaled.rescale_powers()}
+    (tmp_path / RUNS_NAME).write_text(json.dumps(new) + "\n")
+    assert pending_tasks([plain, rescaled], tmp_path) == [plain]
+
+
+def test_judge_exact_of_a_rescaled_run_judges_in_its_units() -> None:
+    powers = {"x0": 3, "x1": -2, "x2": 5, "x3": 0, "y": -4}
+    law = SimulatedOracle.from_benchmark("livermore2/Vars4-1", rescale={k: 10.0**p for k, p in powers.items()})
+    assert judge_exact(law.reveal(), "livermore2/Vars4-1", rescale=powers)
+    # 1e-4 * (x0/1e3 - 100*x1*x2/1e5 - 100*x1 - 3*x3), with fitted floats and an offset
+    found = "1.000001e-7*x0 - 0.9999999e-7*x1*x2 - 0.01000001*x1 - 2.9999999e-4*x3 + 0.5"
+    assert judge_exact(found, "livermore2/Vars4-1", rescale=powers)
+    assert not judge_exact(found.replace("0.01000001*x1", "0.0100*x1**2"), "livermore2/Vars4-1", rescale=powers)
+    assert not judge_exact("x0 - x1*x2 - x1 - 3*x3", "livermore2/Vars4-1", rescale=powers)  # the old units
+    assert not judge_exact(law.reveal(), "livermore2/Vars4-1")
 
 
 def test_tasks_are_checked_before_anything_runs() -> None:
@@ -163,6 +231,21 @@ def test_run_benchmark_saves_every_run_and_skips_finished_ones(tmp_path: Path) -
     assert json.loads((tmp_path / "summary.json").read_text())["finished"] == 3
 
 
+def test_a_rescaled_noisy_run_records_its_units_and_its_noise_floor(tmp_path: Path) -> None:
+    task = BenchTask("livermore2/Vars4-1", "gp", 1, time_cap=20, noise="relative:0.1", settings=TINY,
+                     rescale=True)
+    with ThreadPoolExecutor(1) as pool:
+        [r] = run_benchmark([task], pool, tmp_path)
+    assert set(r) == set(RECORD_FIELDS)
+    assert r["rescale"] == task.rescale_powers() and r["noise"] == "relative:0.1"
+    assert r["nmse_floor"] == pytest.approx(0.01 / 1.01)
+    assert read_records(tmp_path / RUNS_NAME)[0]["rescale"] == r["rescale"]
+    with open(tmp_path / "runs.csv", newline="") as fh:
+        assert json.loads(next(csv.DictReader(fh))["rescale"]) == r["rescale"]
+    # the exact check of the record is the one of the law in the run's units
+    assert r["exact"] == judge_exact(r["expression"], r["id"], rescale=r["rescale"])
+
+
 def test_ctrl_c_keeps_finished_runs_and_starts_no_more(tmp_path: Path) -> None:
     tasks = make_tasks(["sincos-3-2-2/1", "sincos-3-2-2/2", "sincos-3-2-2/3"], ["gp"], [0], time_cap=20,
                        settings=TINY)
@@ -197,6 +280,20 @@ def test_bench_command_runs_in_processes_and_prints_the_table(tmp_path: Path,
     captured = capsys.readouterr()
     data = json.loads(captured.out)
     assert data["finished"] == 1 and data["summary"][0]["method"] == "gp" and captured.err == ""
+
+
+def test_bench_command_rescale_flag_reaches_the_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "units"
+    argv = ["bench", "--ids", "livermore2/Vars4-1", "--methods", "gp", "--population", "20", "--generations", "2",
+            "--noise", "additive:0.1", "--rescale", "--out", str(out), "--quiet"]
+    assert main(argv) == ExitCode.OK
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "NMSE FLOOR" in header
+    [r] = read_records(out / RUNS_NAME)
+    assert r["rescale"] == BenchTask("livermore2/Vars4-1", "gp", 0, rescale=True).rescale_powers()
+    assert 0 < r["nmse_floor"] < 1
+    assert pending_tasks(make_tasks(["livermore2/Vars4-1"], ["gp"], [0], noise="additive:0.1",
+                                    settings={"population": 20, "generations": 2}), out) != []
 
 
 @pytest.mark.parametrize("flags, message", [

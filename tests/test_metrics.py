@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 import sympy
 
-from rcvgp.metrics import is_exact, regression_metrics, round_floats
+from rcvgp.benchmarks import get_benchmark, parse_expression
+from rcvgp.metrics import domain_symbol, is_exact, regression_metrics, round_floats
+from rcvgp.oracle import Variable
 
 
 def test_metrics_on_known_values() -> None:
@@ -190,6 +192,58 @@ def test_is_exact_matches_symbols_by_name() -> None:
     real = sympy.Symbol("x0", real=True)
     plain = sympy.Symbol("x0")
     assert is_exact(2 * real, plain)
+
+
+# --- exact recovery on the variables' declared domains ------------------------------------------
+
+#: What a run returned for livermore2/Vars6-16 (NMSE 6e-32), its fitted floats kept.
+VARS6_16_FOUND = ("-1.0000000000000002*sqrt(x0) - 0.99999999999999989*x0 + 1.0000000000000004*x1"
+                  " - 1.0*x3 - 0.99999999999999978*x4 - 3.2600000000000007 - sqrt(x5)/sqrt(x2)")
+
+
+def test_is_exact_knows_positive_variables_split_a_square_root() -> None:
+    """sqrt(x5)/sqrt(x2) is sqrt(x5/x2) for positive x2, x5, as livermore2/Vars6-16 declares them."""
+    bench = get_benchmark("livermore2/Vars6-16")
+    truth = parse_expression(bench.expression, bench.variable_names)
+    assert "sqrt(x5/x2)" in str(truth).replace(" ", "")  # the catalog's form, not the found one
+    assert is_exact(VARS6_16_FOUND, truth, variables=bench.variables)
+    assert not is_exact(VARS6_16_FOUND.replace("sqrt(x5)/sqrt(x2)", "sqrt(x5)/x2"), truth, variables=bench.variables)
+
+
+@pytest.mark.parametrize("low", [0.1, 0.0])
+def test_is_exact_does_not_assume_positivity_where_the_support_has_negatives(low: float) -> None:
+    """sqrt(x0**2) is |x0|: the same as x0 on [0.1, 10], not on [-10, -0.1] U [0.1, 10] nor on [-10, 10]."""
+    found, truth = "sqrt(x0**2) + x1", "x0 + x1"
+    x1 = Variable("x1", 0.1, 10.0)
+    assert is_exact(found, truth, variables=[Variable("x0", 0.1, 10.0), x1])
+    assert not is_exact(found, truth, variables=[Variable("x0", max(low, 0.1), 10.0, only_positive=False), x1])
+    assert not is_exact(found, truth, variables=[Variable("x0", -10.0, 10.0), x1])
+
+
+def test_is_exact_judges_on_a_negative_support_where_the_forms_agree() -> None:
+    """On x0 in [-2, -0.5], sqrt(x0**2) is -x0: equal there, though not on [0.5, 2]."""
+    found, truth = "sqrt(x0**2) + x1", "-x0 + x1"
+    assert not is_exact(found, truth)  # without domains: points in [0.5, 2]
+    assert is_exact(found, truth, variables=[Variable("x0", -2.0, -0.5), Variable("x1", 0.5, 2.0)])
+
+
+def test_is_exact_evaluates_on_the_declared_ranges() -> None:
+    """A term whose coefficient is tiny next to the law's is a fitted leftover on [0.5, 2], but
+    it dominates where x0 lives in [100, 1000]: there the two are not the same law."""
+    found, truth = "x0 + x1 + 5e-5*x0**3", "x0 + x1"
+    assert is_exact(found, truth)
+    assert is_exact(found, truth, variables=[Variable("x0", 0.5, 2.0), Variable("x1", 0.5, 2.0)])
+    assert not is_exact(found, truth, variables=[Variable("x0", 100.0, 1000.0), Variable("x1", 0.5, 2.0)])
+
+
+def test_domain_symbols_carry_the_sign_of_the_support() -> None:
+    assert domain_symbol(Variable("a", 0.1, 1.0)).is_positive
+    assert domain_symbol(Variable("a", -2.0, -1.0)).is_negative
+    assert domain_symbol(Variable("a", 0.0, 1.0)).is_nonnegative
+    mirrored = domain_symbol(Variable("a", 0.1, 1.0, only_positive=False))
+    assert mirrored.is_real and mirrored.is_nonzero and mirrored.is_positive is None
+    across = domain_symbol(Variable("a", 0.0, 1.0, only_positive=False))
+    assert across.is_real and across.is_zero is None
 
 
 def test_round_floats_keeps_significant_digits() -> None:

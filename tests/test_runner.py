@@ -105,6 +105,29 @@ def test_named_variables_are_kept_and_exactness_is_judged_on_them(write_experime
     assert not ({"x0", "x1"} & set(report.data["expression"].replace("(", " ").replace(")", " ").split()))
 
 
+def test_exactness_is_judged_on_the_declared_domains(write_experiment, monkeypatch):
+    """The oracle's variables are positive, so sqrt(x1)/sqrt(x0) is the truth's sqrt(x1/x0)."""
+    import dataclasses
+
+    import sympy
+
+    import rcvgp.search
+
+    real_search = rcvgp.search.run_search
+
+    def answers_split_root(*args, **kwargs):
+        result = real_search(*args, **kwargs)
+        x0, x1 = sympy.symbols("x0 x1", real=True)
+        found = x0 + sympy.sqrt(x1) / sympy.sqrt(x0)
+        return dataclasses.replace(result, best=dataclasses.replace(result.best, sympy_expr=found,
+                                                                    expression=str(found)))
+
+    monkeypatch.setattr(rcvgp.search, "run_search", answers_split_root)
+    report = run(write_experiment(oracle={"expression": "x0 + sqrt(x1/x0)"}, operators=["add", "mul", "div", "sqrt"]))
+    assert report.data["expression"] == "x0 + sqrt(x1)/sqrt(x0)"
+    assert report.data["exact"] is True
+
+
 def test_build_oracle_makes_simulated_oracles_with_their_truth(write_experiment, tmp_path):
     oracle = build_oracle(load_experiment(write_experiment(oracle={"noise": "relative:0.01"})))
     assert isinstance(oracle, SimulatedOracle) and oracle.reveal() == "x0*x1 + 2.5"

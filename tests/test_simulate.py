@@ -354,3 +354,140 @@ def test_an_absolute_loss_threshold_is_meaningless_at_feynman_scales() -> None:
     mse_of_zero = np.mean(y**2)
     assert mse_of_zero < 1e-40
     assert np.mean(y**2) / np.var(y) > 1.0  # NMSE of the zero model: as bad as it should be
+
+
+# -- other units ----------------------------------------------------------------------------------
+
+
+def _random_rescale(bench_id: str, rng: np.random.Generator) -> dict[str, float]:
+    """A power of ten in -6..6 per variable (counts keep 1) and one for y."""
+    b = get_benchmark(bench_id)
+    factors = {v.name: 10.0 ** int(rng.integers(-6, 7)) for v in b.variables if v.dist != "integer_uniform"}
+    return factors | {"y": 10.0 ** int(rng.integers(-6, 7))}
+
+
+def test_a_rescaled_oracle_measures_the_law_in_the_new_units() -> None:
+    """x0 in units 1000 times smaller, y in units 100 times larger: at x0 = 1000 (1 in the old
+    units) and x1 = 2, y = (1*2 + 2.5) / 100."""
+    oracle = SimulatedOracle.from_expression("x0*x1 + 2.5", {"x0": (0.1, 10.0), "x1": (1.0, 3.0)},
+                                             rescale={"x0": 1e3, "y": 1e-2})
+    x0 = oracle.describe().variables[0]
+    assert (x0.low, x0.high) == (100.0, 10_000.0)
+    assert oracle.describe().variables[1].high == 3.0
+    assert oracle.measure(np.array([[1000.0, 2.0]]))[0] == pytest.approx(0.045, rel=1e-12)
+    with pytest.raises(OutOfLimitsError):
+        oracle.measure(np.array([[1.0, 2.0]]))  # inside the old limits, not the new ones
+    revealed = parse_expression(oracle.reveal(), ["x0", "x1"])
+    x0s, x1s = sympy.symbols("x0 x1")
+    assert sympy.simplify(revealed - (x0s * x1s / 1e5 + 0.025)) == 0
+
+
+def test_every_rescaled_oracle_reveals_the_law_it_measures() -> None:
+    """For every catalog entry and random powers of ten, the revealed law (in the new units)
+    evaluates to what the oracle measures, and both are y's factor times the unscaled oracle's
+    value at the set points taken back to the old units."""
+    rng = np.random.default_rng(3)
+    for b in load_catalog().values():
+        rescale = _random_rescale(b.id, rng)
+        plain = SimulatedOracle.from_benchmark(b)
+        oracle = SimulatedOracle.from_benchmark(b, rescale=rescale)
+        X = _points(oracle, 200)
+        y = oracle.measure(X)
+        x_factors = np.array([rescale.get(n, 1.0) for n in b.variable_names])
+        expected = rescale["y"] * plain.truth(X / x_factors)
+        np.testing.assert_allclose(y, expected, rtol=1e-9, equal_nan=True, err_msg=b.id)
+        law = sympy.lambdify(sympy.symbols(b.variable_names), parse_expression(oracle.reveal(), b.variable_names))
+        with np.errstate(all="ignore"):
+            revealed = np.broadcast_to(np.asarray(law(*X.T), dtype=float), y.shape)
+        ok = np.isfinite(y)
+        assert ok.sum() >= 20, b.id  # a few entries are NaN on much of their ranges
+        close = np.isclose(revealed[ok], y[ok], rtol=1e-6, atol=0)
+        # cos(x0*x2*x3*exp(x0*x1)) reaches arguments of 1e44: a rounding of x0 changes it
+        assert close.all() or (b.id == "livermore2/Vars6-18" and close.mean() > 0.9), (b.id, close.mean())
+
+
+@pytest.mark.parametrize("noise", ["additive:0.5", "relative:0.1", "multiplicative:0.05"])
+def test_a_rescaled_oracle_has_the_same_noise_in_the_new_units(noise: str) -> None:
+    rescale = {"x0": 1e-3, "x1": 1e6, "x2": 1e2, "x3": 10.0, "y": 1e-5}
+    plain = SimulatedOracle.from_benchmark("livermore2/Vars4-1", noise=noise, seed=5)
+    oracle = SimulatedOracle.from_benchmark("livermore2/Vars4-1", noise=noise, seed=5, rescale=rescale)
+    X = _points(oracle, 2000)
+    x_factors = np.array([rescale[f"x{j}"] for j in range(4)])
+    np.testing.assert_allclose(oracle.measure(X), 1e-5 * plain.measure(X / x_factors), rtol=1e-9)
+    if noise.startswith("relative"):
+        assert oracle.y_std == pytest.approx(1e-5 * plain.y_std, rel=1e-12)
+    assert oracle.noise_floor() == pytest.approx(plain.noise_floor(), rel=1e-12)
+
+
+def test_a_rescaled_oracle_keeps_its_secret() -> None:
+    b = get_benchmark("feynman/I.13.12")
+    oracle = SimulatedOracle.from_benchmark(b, rescale={"x0": 1e3, "y": 1e-6}, noise="relative:0.01", seed=1)
+    spec = oracle.describe()
+    text = "\n".join([repr(oracle), str(oracle), repr(spec), json.dumps(spec.to_dict())])
+    for form in (b.expression, oracle.reveal(), str(parse_expression(b.expression, b.variable_names))):
+        assert form not in text
+    for number in _numbers_in(b.expression) + _numbers_in(oracle.reveal()):
+        assert number not in text, number
+    clone = pickle.loads(pickle.dumps(oracle))
+    X = _points(oracle, 20)
+    np.testing.assert_array_equal(clone.measure(X), oracle.measure(X))
+
+
+@pytest.mark.parametrize(
+    ("rescale", "message"),
+    [
+        ({"x9": 10.0}, "neither a variable nor the output"),
+        ({"yy": 10.0}, "did you mean `y`"),
+        ({"x0": 0.0}, r"rescale\.x0: a factor must be a finite number > 0"),
+        ({"x0": -10.0}, "> 0"),
+        ({"y": math.inf}, "> 0"),
+        ({"x0": "10"}, "> 0"),
+        ([("x0", 10.0)], "must map names to factors"),
+    ],
+)
+def test_bad_rescale_is_refused_at_construction(rescale: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        SimulatedOracle.from_benchmark("livermore2/Vars4-1", rescale=rescale)  # type: ignore[arg-type]
+
+
+def test_a_count_keeps_its_unit() -> None:
+    with pytest.raises(ConfigError, match=r"rescale\.x0: an integer_uniform variable is a count"):
+        SimulatedOracle.from_benchmark("feynman/bonus.1", rescale={"x0": 10.0})
+    oracle = SimulatedOracle.from_benchmark("feynman/bonus.1", rescale={"x0": 1.0, "x2": 10.0})
+    assert oracle.describe().variables[0] == get_benchmark("feynman/bonus.1").variables[0]
+
+
+# -- the noise floor ------------------------------------------------------------------------------
+
+
+def test_noise_floor_of_additive_noise_on_a_law_of_known_variance() -> None:
+    """y = x0 uniform on [0, 1]: Var(y) = 1/12; additive noise of std 0.1 adds 0.01."""
+    oracle = SimulatedOracle.from_expression("x0", {"x0": (0.0, 1.0)}, noise="additive:0.1")
+    assert oracle.noise_floor() == pytest.approx(0.01 / (1 / 12 + 0.01), rel=0.02)
+
+
+def test_noise_floor_of_relative_and_multiplicative_noise() -> None:
+    law = {"x0": (1.0, 3.0)}  # y = x0: Var(y) = 1/3, E(y**2) = 13/3
+    assert SimulatedOracle.from_expression("x0", law, noise="relative:0.1").noise_floor() == pytest.approx(
+        0.01 / 1.01, rel=1e-12)
+    multiplicative = SimulatedOracle.from_expression("x0", law, noise="multiplicative:0.1")
+    assert multiplicative.noise_floor() == pytest.approx(0.01 * 13 / 3 / (1 / 3 + 0.01 * 13 / 3), rel=0.02)
+    assert SimulatedOracle.from_expression("x0", law).noise_floor() == 0.0
+    assert SimulatedOracle.from_expression("x0", law, noise="additive:0").noise_floor() == 0.0
+
+
+@pytest.mark.parametrize(("bench_id", "noise"), [
+    ("sincos-4-4-6/3", "additive:0.1"),
+    ("feynman/I.8.14", "relative:0.1"),
+    ("feynman/III.10.19", "multiplicative:0.1"),  # y ~ 1e-25
+])
+def test_noise_floor_is_what_the_truth_scores_on_noisy_test_points(bench_id: str, noise: str) -> None:
+    """The NMSE of the truth itself against noisy readings, as a search's test score is computed."""
+    from rcvgp.metrics import regression_metrics
+
+    oracle = SimulatedOracle.from_benchmark(bench_id, noise=noise, seed=2)
+    X = _points(oracle, 40_000)
+    scored = regression_metrics(oracle.measure(X), oracle.truth(X))["nmse"]
+    floor = oracle.noise_floor()
+    assert 0 < floor < 1
+    assert scored == pytest.approx(floor, rel=0.05)

@@ -32,15 +32,20 @@ examples:
   rcvgp bench --groups sincos-3-2-2 --methods racing,gp --seeds 5 --jobs 4
   rcvgp bench --groups livermore2-n4,feynman-n4 --time-cap 600 --jobs 8 --out results/paper
   rcvgp bench --ids sincos-3-2-2/1,feynman/I.8.14 --methods racing --noise relative:0.01 --json
+  rcvgp bench --groups livermore2-n4 --methods racing --rescale --out results/units
 
 groups: sincos-3-2-2 sincos-4-4-6 sincos-5-5-5 sincos-6-6-10 sincos-8-8-12 livermore2-n4
 livermore2-n5 livermore2-n6 feynman-n4 feynman-n5, or `all` (ids: `rcvgp oracles list`).
 
 Each run chooses its expression on validation data, then scores it once on fresh test points
 with no variable held. A run that reaches --time-cap reports its best expression so far and is
-counted as timed out. Run the same command again to continue: finished runs are skipped (a run
-is the same when its id, method, seed, noise, time cap and search settings are). To spread the
-runs over a cluster, call rcvgp.bench.run_benchmark with a Dask executor (benchmarks/README.md).
+counted as timed out. With noise, the table gives the median noise floor (the test NMSE of the
+true law itself under that noise). With --rescale, each run measures its equation in other units:
+every variable and y times a power of ten from 1e-6 to 1e6, drawn from the seed and the id, and
+is judged exact against the law in those units. Run the same command again to continue: finished
+runs are skipped (a run is the same when its id, method, seed, noise, --rescale, time cap and
+search settings are). To spread the runs over a cluster, call rcvgp.bench.run_benchmark with a
+Dask executor (benchmarks/README.md).
 
 exit status: 0 done, 2 bad flag or unknown group/id/method, 130 interrupted by Ctrl-C or SIGTERM
 (finished runs kept)."""
@@ -70,6 +75,9 @@ def register(subparsers: Any) -> None:
                    help="wall time per run; a run that reaches it reports its best so far (default: 120)")
     p.add_argument("--noise", metavar="KIND:SCALE", default="none",
                    help="measurement noise of the simulated oracles, e.g. relative:0.01 (default: none)")
+    p.add_argument("--rescale", action="store_true",
+                   help="measure each equation in random units: every variable and y times a power of ten "
+                   "in 1e-6..1e6, drawn from the seed and the equation id (recorded in each run)")
     p.add_argument("--population", metavar="N", type=int_at_least(1), help="population size (default: 100)")
     p.add_argument("--generations", metavar="N", type=int_at_least(1),
                    help="generations in total, split over the rounds (default: 100)")
@@ -102,7 +110,7 @@ def run_bench(args: argparse.Namespace) -> int:
     settings = {name: getattr(args, name) for name in ("population", "generations", "batch", "optimizer")
                 if getattr(args, name) is not None}
     tasks = make_tasks(select_benchmarks(args.groups or (), args.ids or ()), args.methods, range(args.seeds),
-                       time_cap=args.time_cap, noise=args.noise, settings=settings)
+                       time_cap=args.time_cap, noise=args.noise, settings=settings, rescale=args.rescale)
     out = Path(args.out)
     started = time.monotonic()
 
