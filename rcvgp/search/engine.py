@@ -21,7 +21,7 @@ from rcvgp.constants import FitResult, Trials, fit_constants, linear_constants
 from rcvgp.errors import BudgetExhausted, ConfigError, OracleError
 from rcvgp.evaluate import evaluate
 from rcvgp.gp import Grammar, crossover, deletions, mutate, random_term, random_tree, tournament
-from rcvgp.metrics import regression_metrics, round_floats
+from rcvgp.metrics import domain_symbol, regression_metrics, round_floats
 from rcvgp.noisefloor import EXACT_LOSS, Floor, NoiseModel, estimate_noise, not_worse
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, Variable, check_reply, design_points, design_trials
@@ -704,12 +704,9 @@ class Run:
         return law
 
     def symbols(self) -> list[sympy.Symbol]:
-        """The oracle's variables as sympy symbols; one positive on its whole support is a
-        positive symbol, so that simplify turns sqrt(x**2) into x rather than Abs(x)."""
-        return [
-            sympy.Symbol(v.name, positive=True) if v.only_positive and v.low > 0 else sympy.Symbol(v.name, real=True)
-            for v in self.spec.variables
-        ]
+        """The oracle's variables as sympy symbols that know their declared support, so that
+        simplify turns sqrt(x**2) into x (not Abs(x)) where x is positive."""
+        return [domain_symbol(v) for v in self.spec.variables]
 
     def in_units(self, expr: sympy.Expr) -> sympy.Expr:
         """An expression of the search's units in the oracle's: each variable divided by its
