@@ -511,3 +511,51 @@ def test_racing_recovers_sincos_benchmark(sincos: SearchResult) -> None:
 
 def test_racing_sincos_benchmark_is_symbolically_exact(sincos: SearchResult) -> None:
     assert is_exact(sincos.best.sympy_expr, get_benchmark(SINCOS_ID).expression), sincos.best.expression
+
+
+# --- noise, units and the law ------------------------------------------------------------------
+
+PLANE = OracleSpec((Variable("x0", 0.1, 10.0), Variable("x1", 0.1, 10.0)), name="test:plane")
+PLANE_CONFIG = SearchConfig(operators=("add", "mul"), population=20, generations=40, batch=64, n_trials=2)
+
+
+def _noisy_plane(std: float, seed: int = 5) -> CallableOracle:
+    rng = np.random.default_rng(seed)
+    return CallableOracle(lambda X: 2.0 * X[:, 0] + X[:, 1] + std * rng.standard_normal(len(X)), PLANE)
+
+
+def test_noise_is_estimated_from_replicates_and_the_law_is_judged_against_it() -> None:
+    """With noise on the readings the search still stops early (its fits reach the floor the
+    replicates show) and returns the law with its constants snapped, not a near-fit."""
+    reports: list[Progress] = []
+    result = run_search("gp", _noisy_plane(0.05), PLANE_CONFIG, seed=0, progress=reports.append)
+    assert result.noise.source == "replicates" and result.noise.dof == 8 * 7
+    assert result.noise.absolute == pytest.approx(0.05, rel=0.3)
+    assert len(reports) < PLANE_CONFIG.generations
+    assert result.best.expression == "2*x0 + x1"
+    assert result.test_metrics["nmse"] < 1e-4  # the noise floor: 0.05**2 / Var(y) = 2.5e-4 / 7
+
+
+def test_declared_noise_saves_the_replicates() -> None:
+    estimated = run_search("gp", _noisy_plane(0.05), PLANE_CONFIG, seed=0)
+    declared = run_search("gp", _noisy_plane(0.05), PLANE_CONFIG.replace(noise_std=0.05), seed=0)
+    assert declared.noise.source == "declared" and declared.noise.absolute == 0.05
+    assert declared.points_measured == estimated.points_measured - PLANE_CONFIG.batch
+    assert declared.best.expression == "2*x0 + x1"
+
+
+def test_the_same_law_is_found_in_other_units() -> None:
+    """x0*x1 + 2.5 with x1 in units 1e4 times larger and y in units 1e5 times smaller: the same
+    search (schedule, measurements), and the same law, reported in the new units."""
+    spec = OracleSpec((Variable("x0", 0.1, 10.0), Variable("x1", 1e-5, 1e-3)), name="test:rescaled")
+    rescaled = CallableOracle(lambda X: 1e5 * (X[:, 0] * X[:, 1] * 1e4 + 2.5), spec)
+    plain_oracle = CallableOracle(lambda X: X[:, 0] * X[:, 1] + 2.5, OracleSpec(PLANE.variables))
+    plain = run_search("racing", plain_oracle, TINY, seed=1)
+    other = run_search("racing", rescaled, TINY, seed=1)
+    assert plain.best.expression == "x0*x1 + 5/2"
+    assert other.best.schedule == plain.best.schedule and other.points_measured == plain.points_measured
+    x0, x1 = sympy.symbols("x0 x1", positive=True)
+    assert is_exact(other.best.sympy_expr, 1e9 * x0 * x1 + 2.5e5)
+    back = other.best.sympy_expr.subs(x1, x1 * 1e-4) / 1e5  # the law in the plain units
+    X = np.random.default_rng(0).uniform(0.1, 10.0, size=(50, 2))
+    np.testing.assert_allclose(sympy.lambdify([x0, x1], back)(*X.T), X[:, 0] * X[:, 1] + 2.5, rtol=1e-9)

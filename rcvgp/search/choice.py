@@ -27,7 +27,7 @@ from rcvgp.timelimit import TimeUp, time_limit
 from rcvgp.tree import Expr
 
 __all__ = [
-    "RULES", "Fitted", "pareto_front", "choose", "simple_values", "snap_constants", "predict",
+    "RULES", "Fitted", "pareto_front", "choose", "simple_values", "snap_constants", "predict", "expanded",
     "drop_negligible_terms", "simplify",
 ]
 
@@ -133,6 +133,22 @@ def predict(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.ndarray) ->
         return np.array(np.broadcast_to(out, X.shape[:1]))
     except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError, AttributeError):
         return np.full(X.shape[0], np.nan)
+
+
+def expanded(expr: sympy.Expr, max_ops: int = 200) -> sympy.Expr:
+    """``expr`` multiplied out, with numbers such as sqrt(2) (from ``sqrt(x + x)``) as floats, so
+    that the numbers of a product merge into one coefficient per term; ``expr`` itself if that
+    would make it much bigger (a power of a long sum, say)."""
+    try:
+        ops = sympy.count_ops(expr)
+        if ops > max_ops:
+            return expr
+        expr = expr.replace(lambda e: e.is_number and not e.is_Rational and not e.is_Float,
+                            lambda e: sympy.Float(e.evalf()))
+        out = sympy.expand(expr)
+        return out if sympy.count_ops(out) <= 1.5 * ops + 10 else expr
+    except (TypeError, ValueError, RecursionError):
+        return expr
 
 
 def drop_negligible_terms(

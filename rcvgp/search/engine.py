@@ -26,7 +26,9 @@ from rcvgp.noisefloor import EXACT_LOSS, Floor, NoiseModel, estimate_noise, not_
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, Variable, check_reply, design_points, design_trials
 from rcvgp.search.base import Candidate, Progress, ProgressCallback, SearchConfig, SearchResult
-from rcvgp.search.choice import Fitted, choose, drop_negligible_terms, pareto_front, predict, simplify, snap_constants
+from rcvgp.search.choice import (
+    Fitted, choose, drop_negligible_terms, expanded, pareto_front, predict, simplify, snap_constants,
+)
 from rcvgp.tree import CONST_TOKEN, Expr, reopened
 
 __all__ = ["Lab", "Individual", "Run", "StopSearch"]
@@ -618,17 +620,16 @@ class Run:
         def acceptable(e: sympy.Expr) -> bool:
             return not_worse(y_val, predict(e, names, X_val), reference, noise_user)
 
-        raw = self.in_units(law.expr.to_sympy(law.constants, names))
-        readable = simplify(drop_negligible_terms(raw, names, X_val))
+        # Constants are snapped in the expanded form, where each term has one coefficient (a
+        # factored 10*x1*(0.1001*x2 + ...) hides the 1.001 to snap), then the law is simplified.
+        snapped = snap_constants(drop_negligible_terms(expanded(self.in_units(law.expr.to_sympy(law.constants, names))),
+                                                       names, X_val), acceptable)
+        readable = simplify(snapped)
         if not acceptable(readable):
-            readable = raw  # simplify can give a form that evaluates differently (a branch cut, say)
-        snapped = snap_constants(readable, acceptable)
-        if snapped != readable:
-            tidy = simplify(snapped)
-            readable = tidy if acceptable(tidy) else snapped
+            readable = snapped  # simplify can give a form that evaluates differently (a branch cut, say)
         test_metrics = regression_metrics(test.y[0] * y_scale, predict(readable, names, test.X[0] * x_scale))
         equations = tuple(
-            self.candidate(f, self.in_units(f.expr.to_sympy(f.constants, names)), names, chosen=i == index)
+            self.candidate(f, expanded(self.in_units(f.expr.to_sympy(f.constants, names))), names, chosen=i == index)
             for i, f in enumerate(front)
         )
         return SearchResult(

@@ -1,0 +1,93 @@
+"""The end of a search: the Pareto front, the choice of the law on it, snapping constants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy
+
+from rcvgp.search.choice import Fitted, choose, pareto_front, predict, simple_values, snap_constants
+from rcvgp.tree import Expr
+
+RNG = np.random.default_rng(0)
+X = RNG.uniform(1.0, 2.0, size=(256, 2))
+TRUTH = 2.0 * X[:, 0] + 0.5 * X[:, 1] ** 2
+
+
+def _fitted(n_nodes: int, prediction: np.ndarray, y: np.ndarray) -> Fitted:
+    nmse = float(np.mean((y - prediction) ** 2) / np.var(y))
+    return Fitted(Expr(("c",) * n_nodes), np.zeros(0), (frozenset(),), nmse, prediction, nmse)
+
+
+def _candidates(y: np.ndarray) -> list[Fitted]:
+    """A ladder of fits of the truth: the simplest misses a term, the middle one is the law, the
+    biggest wiggles around it in a way that happens to follow the validation noise a little
+    (correlation 0.16, within chance for 256 points), so that it is the best on paper."""
+    wiggle = 0.01 * ((y - TRUTH) + 6 * 0.05 * RNG.standard_normal(256))
+    return [
+        _fitted(3, 2.0 * X[:, 0] + np.mean(0.5 * X[:, 1] ** 2), y),  # the square term as its mean: a miss
+        _fitted(5, np.full(256, y.mean()), y),  # a constant: worse than the simpler one, off the front
+        _fitted(9, TRUTH, y),
+        _fitted(15, TRUTH + wiggle, y),
+    ]
+
+
+def test_front_is_simplest_first_and_keeps_only_what_beats_every_simpler_fit() -> None:
+    y = TRUTH + 0.05 * RNG.standard_normal(256)
+    front = pareto_front(reversed(_candidates(y)))
+    assert [f.complexity for f in front] == [3, 9, 15]
+    assert all(a.nmse_validation > b.nmse_validation for a, b in zip(front, front[1:]))
+
+
+def test_the_law_is_the_simplest_fit_the_noise_cannot_tell_from_the_best() -> None:
+    y = TRUTH + 0.05 * RNG.standard_normal(256)
+    front = pareto_front(_candidates(y))
+    noise = np.full(256, 0.05**2)
+    assert front[-1].nmse_validation < front[1].nmse_validation  # the overfit is best on paper
+    assert front[choose(front, y, noise)].complexity == 9
+    assert front[choose(front, y, noise, rule="accuracy")].complexity == 15
+    with pytest.raises(ValueError, match="rule"):
+        choose(front, y, noise, rule="smallest")
+
+
+def test_without_noise_only_the_exact_law_is_as_good_as_the_best() -> None:
+    near = _fitted(7, TRUTH * (1 + 1e-6), TRUTH)  # good to a millionth: not the law
+    exact = _fitted(9, TRUTH.copy(), TRUTH)
+    bigger = _fitted(12, TRUTH * (1 + 1e-15), TRUTH)  # as exact, bigger: rounding apart
+    front = [near, exact, bigger]
+    assert front[choose(front, TRUTH, np.zeros(256))].complexity == 9
+
+
+def test_simple_values_go_from_zero_and_integers_to_fractions_up_to_quarters() -> None:
+    assert simple_values(0.6098) == [0, 1, sympy.Rational(1, 2), sympy.Rational(2, 3)]  # 3/5: too fine
+    assert simple_values(2.26) == [0, 2, sympy.Rational(5, 2), sympy.Rational(7, 3), sympy.Rational(9, 4)]
+    assert simple_values(-2.9999) == [0, -3]
+    assert simple_values(float("nan")) == [0]
+
+
+def test_snapping_replaces_constants_within_noise_and_keeps_the_rest() -> None:
+    x0, x1 = sympy.symbols("x0 x1", positive=True)
+    y = TRUTH + 0.05 * RNG.standard_normal(256)
+    noise = np.full(256, 0.05**2)
+    found = 2.0004 * x0 + 0.49991 * x1**2 + 0.0012 + 0.6098 * sympy.sin(1.9e-5 * x1)
+    reference = predict(found, [x0, x1], X)
+
+    def within_noise(e: sympy.Expr) -> bool:
+        from rcvgp.noisefloor import not_worse
+
+        return not_worse(y, predict(e, [x0, x1], X), reference, noise)
+
+    snapped = snap_constants(found, within_noise)
+    assert snapped == 2 * x0 + x1**2 / 2  # the tiny sine's argument snapped to 0, then 0.0012 too
+    # without noise only what rounding allows moves: a slope of 3 + 1e-13 is 3, 0.6098 stays
+    exact = 3.0000000000001 * x0 + 0.6098 * x1
+    values = predict(exact, [x0, x1], X)
+    kept = snap_constants(exact, lambda e: bool(np.max(np.abs(predict(e, [x0, x1], X) - values)) < 1e-9))
+    assert kept == 3 * x0 + sympy.Float(0.6098) * x1
+
+
+def test_predict_gives_nan_for_what_cannot_be_evaluated() -> None:
+    x0, x1 = sympy.symbols("x0 x1")
+    assert predict(x0 + 1, [x0, x1], X).tolist() == (X[:, 0] + 1).tolist()
+    assert predict(sympy.Integer(3), [x0, x1], X).shape == (256,)
+    assert np.isnan(predict(sympy.Function("f")(x0), [x0, x1], X)).all()
