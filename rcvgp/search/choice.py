@@ -59,12 +59,18 @@ class Fitted:
         return len(self.expr)
 
 
+#: A more complex fit joins the front only if it lowers the validation NMSE by more than this
+#: fraction: less is the same function written with more nodes.
+SAME_FIT = 1e-6
+
+
 def pareto_front(fitted: Iterable[Fitted]) -> list[Fitted]:
     """The fits no simpler fit beats, simplest first: each kept only if its validation NMSE is
-    lower than that of every simpler one (ties go to the simpler)."""
+    lower than that of every simpler one (by more than :data:`SAME_FIT` of it; ties go to the
+    simpler)."""
     front: list[Fitted] = []
     for f in sorted(fitted, key=lambda f: (f.complexity, f.nmse_validation)):
-        if not front or f.nmse_validation < front[-1].nmse_validation:
+        if not front or f.nmse_validation < front[-1].nmse_validation * (1 - SAME_FIT):
             front.append(f)
     return front
 
