@@ -9,6 +9,10 @@ Because the server answers a repeated ``measure`` id from its reply cache, a ret
 measures twice. Error replies become typed exceptions (:class:`~rcvgp.errors.RemoteError`,
 :class:`RemoteOutOfLimits`), no reply within the deadline becomes
 :class:`~rcvgp.errors.OracleTimeout`; a changed ``server_session`` is noticed as a restart.
+
+:class:`ZmqOracle` reaches the network only through a :class:`BaseChannel`: :class:`Channel` is
+the ZeroMQ one, :class:`MockChannel` answers from a function, so the client's logic is tested
+without a socket.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +32,7 @@ from rcvgp.errors import ConfigError, OracleError, OracleTimeout, ProtocolError,
 from rcvgp.oracle import DataOracle, OracleSpec, check_reply
 from rcvgp.transport import codec
 
-__all__ = ["Channel", "ZmqOracle", "RemoteOutOfLimits", "remote_error"]
+__all__ = ["BaseChannel", "Channel", "MockChannel", "ZmqOracle", "RemoteOutOfLimits", "remote_error"]
 
 log = logging.getLogger("rcvgp.transport.client")
 
@@ -52,7 +56,93 @@ def _load_public_key(key: str | bytes | os.PathLike[str]) -> bytes:
     return pub
 
 
-class Channel:
+class BaseChannel:
+    """What :class:`ZmqOracle` needs from the network: one request's frames out, the frames of
+    the reply with the same id back, within a deadline.
+
+    Subclasses implement :meth:`exchange` (and :meth:`close` if they hold resources).
+    """
+
+    address: str = ""
+
+    def exchange(
+        self,
+        frames: Sequence[Any],
+        request_id: str | None,
+        *,
+        timeout: float,
+        deadline: float | None,
+        backoff: float = 1.5,
+        max_timeout: float = 60.0,
+    ) -> list[bytes]:
+        """Send ``frames`` and return the reply's frames; see :meth:`Channel.exchange`.
+
+        Raises
+        ------
+        OracleTimeout
+            No matching reply before the deadline.
+        """
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the channel holds; it cannot be used afterwards."""
+
+    def __enter__(self) -> BaseChannel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class MockChannel(BaseChannel):
+    """A channel that answers from a function instead of a server (tests, notebooks).
+
+    Parameters
+    ----------
+    handler : callable
+        ``handler(request) -> frames``: given the decoded request (a :class:`~rcvgp.transport.codec.Message`),
+        the frames of the reply (e.g. from :func:`~rcvgp.transport.codec.make_reply`), or None for a
+        reply that never comes (the exchange then raises :class:`~rcvgp.errors.OracleTimeout` at
+        once, as a real channel would at its deadline).
+    address : str
+        Shown in messages.
+
+    Attributes
+    ----------
+    requests : list of dict
+        The header of every request exchanged, in order.
+    """
+
+    def __init__(self, handler: Callable[[codec.Message], Sequence[Any] | None], address: str = "mock://") -> None:
+        self.handler = handler
+        self.address = address
+        self.requests: list[dict[str, Any]] = []
+        self.closed = False
+
+    def exchange(
+        self,
+        frames: Sequence[Any],
+        request_id: str | None,
+        *,
+        timeout: float,
+        deadline: float | None,
+        backoff: float = 1.5,
+        max_timeout: float = 60.0,
+    ) -> list[bytes]:
+        if self.closed:
+            raise OracleError(f"the connection to {self.address} is closed")
+        request = codec.decode([bytes(f) for f in frames])
+        self.requests.append(request.header)
+        reply = self.handler(request)
+        if reply is None:
+            raise OracleTimeout(f"no reply from {self.address} (request id {request_id})")
+        return [bytes(f) for f in reply]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Channel(BaseChannel):
     """A lazy-pirate request channel to one endpoint (frames in, frames out, no interpretation).
 
     Parameters
@@ -189,9 +279,6 @@ class Channel:
     def __enter__(self) -> Channel:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 class ZmqOracle(DataOracle):
     """A :class:`~rcvgp.oracle.DataOracle` served by a remote endpoint (protocol v1).
@@ -216,6 +303,9 @@ class ZmqOracle(DataOracle):
         CurveZMQ keys, see :class:`Channel`.
     client_name : str
         Sent in ``hello``, shown in server logs.
+    channel : BaseChannel, optional
+        Carry the requests through this channel instead of a :class:`Channel` to ``address``
+        (e.g. a :class:`MockChannel` in tests); the oracle closes it.
 
     Attributes
     ----------
@@ -239,6 +329,7 @@ class ZmqOracle(DataOracle):
         curve_server_key: str | bytes | os.PathLike[str] | None = None,
         curve_client_key: str | os.PathLike[str] | None = None,
         client_name: str = "rcvgp.ZmqOracle",
+        channel: BaseChannel | None = None,
     ) -> None:
         if not timeout > 0:
             raise ConfigError(f"`timeout` must be > 0 seconds, got {timeout!r}")
@@ -251,7 +342,9 @@ class ZmqOracle(DataOracle):
         self.max_timeout = float(max_timeout)
         self.session = session or uuid.uuid4().hex
         self.client_name = client_name
-        self._channel = Channel(address, curve_server_key=curve_server_key, curve_client_key=curve_client_key)
+        self._channel: BaseChannel = channel if channel is not None else Channel(
+            address, curve_server_key=curve_server_key, curve_client_key=curve_client_key
+        )
         self._counter = 0
         self._spec: OracleSpec | None = None
         self.server_info: dict[str, Any] = {}
