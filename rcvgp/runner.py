@@ -129,6 +129,9 @@ def build_oracle(config: ExperimentConfig) -> DataOracle:
         raise config.error("oracle", f"cannot open {endpoint}: {exc}") from exc
     try:
         remote.describe()  # the handshake: fails here, not in the middle of the search
+    except ConfigError as exc:  # an address the socket refuses
+        remote.close()
+        raise config.error("oracle.endpoint", str(exc)) from exc
     except OracleTimeout as exc:
         remote.close()
         keys = " and that `server_key` is the server's public key" if o.server_key else ""

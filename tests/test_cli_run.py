@@ -63,9 +63,10 @@ def test_python_dash_m_rcvgp_works(tmp_path):
         ("oracle: {catalog: sincos-3-2-2/99}\n", "exp.yaml: oracle.catalog: unknown oracle id"),
         ("oracle: {endpoint: 'tcp://127.0.0.1:9', timeout: 0.2, deadline: 0.5}\n",
          "exp.yaml: oracle.endpoint: no answer from tcp://127.0.0.1:9"),
+        ("oracle: {endpoint: 'tcp://bad host:5'}\n", "exp.yaml: oracle.endpoint: cannot connect to 'tcp://bad host:5'"),
         (None, "exp.yaml: no such file"),
     ],
-    ids=["unknown-key", "wrong-type", "unknown-id", "unreachable-endpoint", "missing-file"],
+    ids=["unknown-key", "wrong-type", "unknown-id", "unreachable-endpoint", "address-zmq-refuses", "missing-file"],
 )
 def test_a_bad_experiment_exits_2_with_one_line(tmp_path, capsys, monkeypatch, content, expected):
     if content is not None:

@@ -12,17 +12,20 @@ measures twice. Error replies become typed exceptions (:class:`~rcvgp.errors.Rem
 
 :class:`ZmqOracle` reaches the network only through a :class:`BaseChannel`: :class:`Channel` is
 the ZeroMQ one, :class:`MockChannel` answers from a function, so the client's logic is tested
-without a socket.
+without a socket. Every ``zmq.ZMQError`` is turned into our own errors at one place
+(:func:`_zmq_errors`).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -54,6 +57,25 @@ def _load_public_key(key: str | bytes | os.PathLike[str]) -> bytes:
 
     pub, _ = zauth.load_certificate(os.fspath(key))
     return pub
+
+
+# A connect() that fails with one of these was given an unusable address (a user mistake).
+_ADDRESS_ERRNOS = {errno.EINVAL, errno.EPROTONOSUPPORT, errno.ENODEV, getattr(zmq, "ENOCOMPATPROTO", -1)}
+
+
+@contextmanager
+def _zmq_errors(address: str, action: str) -> Iterator[None]:
+    """The one place where a raw ``zmq.ZMQError`` becomes one of ours: :class:`ConfigError` for an
+    address that ``connect`` refuses, :class:`OracleError` for anything else."""
+    try:
+        yield
+    except zmq.ZMQError as exc:
+        if action == "connect" and exc.errno in _ADDRESS_ERRNOS:
+            raise ConfigError(
+                f"cannot connect to {address!r}: {zmq.strerror(exc.errno)}; write the endpoint as tcp://HOST:PORT "
+                "(e.g. tcp://127.0.0.1:5555) or ipc:///path/to/socket"
+            ) from exc
+        raise OracleError(f"{address}: {action} failed: {zmq.strerror(exc.errno)}") from exc
 
 
 class BaseChannel:
@@ -187,13 +209,19 @@ class Channel(BaseChannel):
     def _open(self) -> zmq.Socket[Any]:
         if self._ctx is None:
             raise OracleError(f"the connection to {self.address} is closed")
-        sock = self._ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RECONNECT_IVL, 100)
-        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
-        if self._curve is not None:
-            sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = self._curve
-        sock.connect(self.address)
+        with _zmq_errors(self.address, "socket"):
+            sock = self._ctx.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.RECONNECT_IVL, 100)
+            sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+            if self._curve is not None:
+                sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = self._curve
+        try:
+            with _zmq_errors(self.address, "connect"):
+                sock.connect(self.address)
+        except BaseException:
+            sock.close(0)
+            raise
         return sock
 
     def _reset(self) -> None:
@@ -231,7 +259,8 @@ class Channel(BaseChannel):
             attempt += 1
             if self._sock is None:
                 self._sock = self._open()
-            self._sock.send_multipart([b"", *frames], copy=False)
+            with _zmq_errors(self.address, "send"):
+                self._sock.send_multipart([b"", *frames], copy=False)
             remaining = None if deadline is None else deadline - (time.monotonic() - start)
             this_wait = wait if remaining is None else max(0.0, min(wait, remaining))
             reply = self._receive(request_id, this_wait)
@@ -253,9 +282,10 @@ class Channel(BaseChannel):
         end = time.monotonic() + wait
         while True:
             left = end - time.monotonic()
-            if left <= 0 or not self._sock.poll(max(1, int(left * 1000)), zmq.POLLIN):
-                return None
-            msg = self._sock.recv_multipart()
+            with _zmq_errors(self.address, "receive"):
+                if left <= 0 or not self._sock.poll(max(1, int(left * 1000)), zmq.POLLIN):
+                    return None
+                msg = self._sock.recv_multipart()
             body = msg[1:] if msg and msg[0] == b"" else msg
             if request_id is None:
                 return body

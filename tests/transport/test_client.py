@@ -197,3 +197,8 @@ def test_a_mock_channel_turns_error_replies_and_silence_into_typed_errors() -> N
         with pytest.raises(OracleTimeout):
             silent.ping()
 
+
+def test_an_address_zmq_refuses_is_a_config_error_not_a_raw_zmq_error() -> None:
+    with ZmqOracle("tcp://bad host:5", timeout=0.1, deadline=0.5) as remote:
+        with pytest.raises(ConfigError, match=r"cannot connect to 'tcp://bad host:5'.*tcp://HOST:PORT"):
+            remote.describe()
