@@ -7,18 +7,29 @@ bytes, with their shapes, so a replayed answer is bitwise the measured one (NaN 
 
 The file::
 
-    {"journal": "rcvgp", "version": 1, "fingerprint": "...", "spec": {...}, "created": "..."}
-    {"i": 0, "op": "measure", "shape": [256, 3], "X": "<base64>", "y": "<base64>"}
-    {"i": 1, "op": "readback", "shape": [256, 3], "X": "...", "X_reached": "...", "y": "..."}
-    {"i": 2, "op": "measure", "shape": [5, 3], "X": "...", "error": {"type": "OracleError", "message": "..."}}
+    {"journal": "rcvgp", "version": 2, "fingerprint": "...", "spec": {...}, "created": "..."}
+    {"i": 0, "op": "measure", "shape": [256, 3], "X": "<base64>", "y": "<base64>", "run": 0, "step": 0}
+    {"i": 1, "op": "readback", "shape": [256, 3], "X": "...", "X_reached": "...", "y": "...", "run": 0, "step": 2}
+    {"i": 2, "op": "measure", "shape": [5, 3], "X": "...", "error": {"type": "OracleError", "message": "..."}, ...}
 
-On resume the journal is replayed: as long as it has records, a request whose X is bitwise the
-next record's X gets the journalled answer without touching the real oracle (a seeded search
-asks the same questions again). The end of the journal switches to live measuring; a request
-that differs from the next record is an error, since the search is then not the one that wrote
-the journal. A torn last line (the process killed mid-write) is dropped. An oracle error is
-journalled too and replayed where the search went on after it; an error on the last record
-(the one that ended the run) is retried live instead.
+``run`` counts the runs that wrote the journal (0 for the first, 1 for the first resume, ...);
+``step`` counts the progress reports the search made in that run before the request
+(:meth:`JournalingOracle.checkpoint`). Since a seeded search asks the same questions in the same
+order, resuming replays the journal instead of measuring:
+
+- A record made before its run's last progress report is on the search's *path*: the resumed
+  search must ask it again, in order. A request that differs from the next path record means
+  that the search is not the one that wrote the journal: an error.
+- A record made after its run's last report is in that run's *tail*: the search may not ask it
+  again. After Ctrl-C, a spent budget or a kill, the tail holds what the search measured to end
+  (the validation and test points of an interrupted result) or had just begun. A tail record
+  is replayed when a request asks bitwise the same set points (wherever it comes), and is
+  otherwise kept, unused: nothing measured is thrown away, nothing is measured twice.
+- What the journal does not hold is measured live and appended.
+
+A torn last line (the process killed mid-write) is dropped. An oracle error is journalled too
+and replayed where the search went on after it; the error that ended a run (the last record of
+that run) is retried live instead.
 """
 
 from __future__ import annotations
@@ -41,8 +52,9 @@ __all__ = ["JOURNAL_NAME", "JOURNAL_VERSION", "JournalStats", "JournalingOracle"
 
 #: File name of the journal inside a run's output folder.
 JOURNAL_NAME = "journal.jsonl"
-#: Version of the journal's line format.
-JOURNAL_VERSION = 1
+#: Version of the journal's line format (version 1, without ``run`` and ``step``, is still read).
+JOURNAL_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -103,9 +115,10 @@ def _scan(p: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[in
         if n == 0:
             if obj.get("journal") != "rcvgp":
                 raise ConfigError(f"{p}: not an rcvgp journal (first line has no \"journal\": \"rcvgp\")")
-            if obj.get("version") != JOURNAL_VERSION:
+            if obj.get("version") not in _READABLE_VERSIONS:
                 raise ConfigError(
-                    f"{p}: journal version {obj.get('version')!r}, this rcvgp reads version {JOURNAL_VERSION}"
+                    f"{p}: journal version {obj.get('version')!r}, this rcvgp reads versions "
+                    f"{', '.join(map(str, _READABLE_VERSIONS))}; resume it with the rcvgp that wrote it"
                 )
             header = obj
         else:
@@ -143,8 +156,12 @@ class JournalingOracle(DataOracle):
         self.path = Path(path)
         self._fingerprint = fingerprint
         self._records: list[dict[str, Any]] = []
-        self._next = 0  # index of the next record to replay
+        self._path: list[int] = []  # indices into _records of the path, in order
+        self._next = 0  # position in _path of the next path record to replay
+        self._tail: list[int] = []  # indices into _records of tail records not replayed yet
         self._counts = {"replayed_points": 0, "replayed_requests": 0, "live_points": 0, "live_requests": 0}
+        self._run = 0
+        self._step = 0
         spec = oracle.describe()
         if self.path.exists() and resume:
             header, records, ends = _scan(self.path)
@@ -152,12 +169,11 @@ class JournalingOracle(DataOracle):
                 self.path.unlink()
             else:
                 self._check_header(header, spec)
-                if records and "error" in records[-1]:
-                    # The error that ended the interrupted run: that request is retried live.
-                    records.pop()
                 self._records = records
-                with open(self.path, "r+b") as fh:  # drop a torn line (and that error) before appending
-                    fh.truncate(ends[len(records)])
+                self._path, self._tail = _split_runs(records)
+                self._run = 1 + max((int(r.get("run", 0)) for r in records), default=-1)
+                with open(self.path, "r+b") as fh:  # drop a torn line before appending
+                    fh.truncate(ends[-1])
         elif self.path.exists():
             raise ConfigError(
                 f"{self.path}: a journal already exists; resume that run with --resume, or use another "
@@ -216,6 +232,14 @@ class JournalingOracle(DataOracle):
             self._fh.close()
         self._oracle.close()
 
+    def checkpoint(self) -> None:
+        """Say that the search reported progress: the requests made so far are on its path.
+
+        The runner calls this at each of the search's progress reports; what is measured after
+        the last one (the end of an interrupted run) may be skipped by a resumed search.
+        """
+        self._step += 1
+
     # -- state ----------------------------------------------------------------------------------
 
     @property
@@ -225,8 +249,8 @@ class JournalingOracle(DataOracle):
 
     @property
     def replaying(self) -> bool:
-        """Whether journalled records are still waiting to be replayed."""
-        return self._next < len(self._records)
+        """Whether path records are still waiting to be replayed."""
+        return self._next < len(self._path)
 
     @property
     def inner(self) -> DataOracle:
@@ -253,16 +277,29 @@ class JournalingOracle(DataOracle):
             )
 
     def _replay(self, op: str, X: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        if self._next >= len(self._records):
+        """The journalled answer to this request, or None to measure it live (see the module
+        docstring for the rule)."""
+        data = _bytes(X)
+        index = None
+        if self._next < len(self._path) and _asks(self._records[self._path[self._next]], op, X.shape, data):
+            index = self._path[self._next]
+            self._next += 1
+        else:
+            index = next((k for k in self._tail if _asks(self._records[k], op, X.shape, data)), None)
+            if index is not None:
+                self._tail.remove(index)
+            elif self._next < len(self._path):
+                rec = self._records[self._path[self._next]]
+                n_replayed = self._counts["replayed_requests"]
+                raise ConfigError(
+                    f"{self.path}: request {n_replayed + 1} of the resumed run asks other set points than the "
+                    f"journal's record {rec.get('i')} ({op} of shape {X.shape} vs {rec.get('op')} of shape "
+                    f"{tuple(rec.get('shape', ()))}); the search no longer asks the same questions (another "
+                    "rcvgp version?); start over in another output folder"
+                )
+        if index is None:
             return None
-        rec = self._records[self._next]
-        if rec.get("op") != op or tuple(rec.get("shape", ())) != X.shape or base64.b64decode(rec["X"]) != _bytes(X):
-            raise ConfigError(
-                f"{self.path}: request {self._next + 1} of the resumed run differs from the journalled one "
-                f"(shape {X.shape} vs {tuple(rec.get('shape', ()))}); the search no longer asks the same "
-                "questions (different rcvgp version or settings?); start over in another output folder"
-            )
-        self._next += 1
+        rec = self._records[index]
         if "error" in rec:
             raise _rebuild_error(rec["error"])
         y = np.frombuffer(base64.b64decode(rec["y"]), dtype="<f8").astype(np.float64)
@@ -283,13 +320,15 @@ class JournalingOracle(DataOracle):
             rec["X_reached"] = _b64(X_reached)
         rec["y_shape"] = list(y.shape)
         rec["y"] = _b64(y)
+        rec.update(run=self._run, step=self._step)
         return rec
 
     def _error_record(self, op: str, X: np.ndarray, exc: OracleError) -> dict[str, Any]:
         error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
         if isinstance(exc, errors.RemoteError):  # keeps the code, so a replay raises the same type
             error.update(code=exc.code, message=exc.message, retryable=exc.retryable, details=exc.details)
-        return {"i": self._n_records, "op": op, "shape": list(X.shape), "X": _b64(X), "error": error}
+        return {"i": self._n_records, "op": op, "shape": list(X.shape), "X": _b64(X), "error": error,
+                "run": self._run, "step": self._step}
 
     def _append(self, obj: dict[str, Any]) -> None:
         line = json.dumps(obj, separators=(",", ":"), allow_nan=False).encode() + b"\n"
@@ -298,6 +337,37 @@ class JournalingOracle(DataOracle):
         os.fsync(self._fh.fileno())
         if "journal" not in obj:
             self._n_records += 1
+
+
+def _split_runs(records: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
+    """Indices of the path records and of the tail records (module docstring).
+
+    A record without ``run`` and ``step`` (journal version 1) is on the path. The last record of
+    a run is left out when it is an error: that error ended the run and is retried live.
+    """
+    last_step: dict[int, int] = {}
+    last_index: dict[int, int] = {}
+    for k, rec in enumerate(records):
+        run = int(rec.get("run", 0))
+        last_index[run] = k
+        if "step" in rec:
+            last_step[run] = max(last_step.get(run, 0), int(rec["step"]))
+    ended = {k for k in last_index.values() if "error" in records[k]}
+    path, tail = [], []
+    for k, rec in enumerate(records):
+        if k in ended:
+            continue
+        run = int(rec.get("run", 0))
+        if "step" in rec and int(rec["step"]) >= last_step[run]:
+            tail.append(k)
+        else:
+            path.append(k)
+    return path, tail
+
+
+def _asks(rec: dict[str, Any], op: str, shape: tuple[int, ...], data: bytes) -> bool:
+    """Whether a journal record answers a request for these set points."""
+    return rec.get("op") == op and tuple(rec.get("shape", ())) == shape and base64.b64decode(rec["X"]) == data
 
 
 def _bytes(a: np.ndarray) -> bytes:

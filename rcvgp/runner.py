@@ -203,6 +203,7 @@ def run_experiment(
     with journal, _stop_requests(handle_signals, notes) as stop:
 
         def on_progress(p: Progress) -> bool:
+            journal.checkpoint()  # what was measured so far is on the search's path
             wanted = bool(progress(p)) if progress is not None else False
             return wanted or stop.is_set()
 

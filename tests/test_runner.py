@@ -146,3 +146,33 @@ def test_write_atomic_replaces_whole_files_and_leaves_no_temporary(tmp_path):
     write_atomic(target, "new")
     assert target.read_text() == "new"
     assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+def _stop_at(n):
+    """A progress callback that asks the search to stop at its n-th report (as Ctrl-C does)."""
+    calls = []
+
+    def progress(p):
+        calls.append(p)
+        return len(calls) >= n
+
+    return progress
+
+
+@pytest.mark.parametrize("stop_at", [1, 2, 3])  # the tiny run reports 3 times
+def test_an_interrupted_run_resumes_to_the_uninterrupted_result_measuring_nothing_twice(write_experiment, tmp_path,
+                                                                                         stop_at):
+    path = write_experiment()
+    full = run_experiment(load_experiment(path, overrides={"output": str(tmp_path / "full")}), notes=None,
+                          handle_signals=False)
+    stopped = run(path, progress=_stop_at(stop_at))
+    assert stopped.interrupted
+    resumed = run(path, resume=True)
+    for key in ("expression", "nmse_test", "test_metrics", "schedule", "points_measured", "requests", "exact",
+                "stopped", "hall_of_fame"):
+        assert resumed.data[key] == full.data[key], key
+    _, records, _ = read_journal(tmp_path / "runs" / "tiny" / "journal.jsonl")
+    asked = [r["X"] for r in records]
+    assert len(set(asked)) == len(asked)  # no set of points was measured twice
+    assert resumed.journal.replayed_points + resumed.journal.live_points == full.data["points_measured"]
+    assert resumed.journal.replayed_points > 0
