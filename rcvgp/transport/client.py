@@ -505,15 +505,25 @@ class ZmqOracle(DataOracle):
         return X
 
     def measure(self, X: np.ndarray) -> np.ndarray:
-        X = self._points(X)
-        message = self.request("measure", {}, {"X": X})
-        return self._y(message, X.shape[0])
+        return self.measure_with_id(X, None)[1]
 
     def measure_readback(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.measure_with_id(X, None, readback=True)
+
+    def measure_with_id(
+        self, X: np.ndarray, request_id: str | None, *, readback: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Measure under a request id the caller chose; returns (X reached, y).
+
+        The server answers a ``measure`` whose (session, id) it has seen from its reply cache, so
+        a caller that keeps :attr:`session` and the id of a request in flight when it was killed
+        gets that request's answer on retry, without measuring again (the run journal does).
+        Without ``readback`` the X returned is a copy of the X asked.
+        """
         X = self._points(X)
-        message = self.request("measure", {"readback": True}, {"X": X})
+        message = self.request("measure", {"readback": True} if readback else {}, {"X": X}, request_id=request_id)
         y = self._y(message, X.shape[0])
-        Xr = message.arrays.get("X_reached")
+        Xr = message.arrays.get("X_reached") if readback else None
         if Xr is None:
             return X.copy(), y
         Xr = np.array(Xr, dtype=np.float64)
