@@ -88,14 +88,26 @@ class RunReport:
         return self.result.stopped == "interrupted"
 
 
-def build_oracle(config: ExperimentConfig) -> DataOracle:
+def build_oracle(config: ExperimentConfig, notes: TextIO | None = None) -> DataOracle:
     """The oracle an experiment names, ready to answer (an endpoint has done its handshake).
+
+    Parameters
+    ----------
+    config : ExperimentConfig
+    notes : text stream, optional
+        Where to say what an endpoint that does not answer yet seems to be doing (every few
+        seconds while the handshake, or a later request, waits).
 
     Raises
     ------
     ConfigError
-        For an oracle that cannot be built from the settings, or an endpoint that does not
-        answer the handshake, naming the experiment's source and key.
+        For an oracle that cannot be built from the settings, naming the experiment's source
+        and key.
+    OracleTimeout
+        For an endpoint that does not answer the handshake, with the likeliest reason
+        (nothing listening, a CURVE key missing or refused, a silent server) and the key to fix.
+    OracleError
+        For an endpoint that refuses the handshake.
     """
     o = config.oracle
     # Noise and simulated failures get their own stream, apart from the search's (same seed).
@@ -122,7 +134,8 @@ def build_oracle(config: ExperimentConfig) -> DataOracle:
     endpoint = str(o.endpoint)
     try:
         remote = ZmqOracle(endpoint, timeout=o.timeout, deadline=o.deadline,
-                           curve_server_key=o.server_key, curve_client_key=o.client_key)
+                           curve_server_key=o.server_key, curve_client_key=o.client_key,
+                           on_wait=None if notes is None else (lambda text: _note(notes, text)))
     except ConfigError as exc:
         raise config.error("oracle", str(exc)) from exc
     except (OSError, ValueError) as exc:  # zmq errors on a bad key file or address
@@ -133,17 +146,35 @@ def build_oracle(config: ExperimentConfig) -> DataOracle:
         remote.close()
         raise config.error("oracle.endpoint", str(exc)) from exc
     except OracleTimeout as exc:
+        kind, why = remote.diagnosis()
         remote.close()
-        keys = " and that `server_key` is the server's public key" if o.server_key else ""
-        raise config.error(
-            "oracle.endpoint",
-            f"no answer from {endpoint} within {o.deadline:g} s; check that an oracle server is running there "
-            f"(e.g. `rcvgp serve ID --bind {endpoint}`){keys}, or raise `{config.label('oracle.deadline')}`",
+        keys = {key: config.label(f"oracle.{key}") for key in ("endpoint", "deadline", "server_key", "client_key")}
+        hint = _NO_ANSWER_HINTS.get(kind, _NO_ANSWER_HINTS["unreachable"]).format(address=endpoint, **keys)
+        raise OracleTimeout(
+            f"{config.source}: {config.label('oracle.endpoint')}: no answer from {endpoint} within "
+            f"{o.deadline:g} s: {why}; {hint}"
         ) from exc
     except (OracleError, ProtocolError) as exc:
         remote.close()
-        raise config.error("oracle.endpoint", f"{endpoint} refused the handshake: {exc}") from exc
+        raise OracleError(f"{config.source}: {config.label('oracle.endpoint')}: {endpoint} refused the handshake: "
+                          f"{exc}") from exc
     return remote
+
+
+# What to do about an endpoint that does not answer, by Channel.diagnosis() kind; the fields
+# are the address and how the experiment names its keys.
+_NO_ANSWER_HINTS = {
+    "refused": "start the server (e.g. `rcvgp serve ID --bind {address}`) or check `{endpoint}`",
+    "unreachable": "check `{endpoint}` and that its host is reachable, or raise `{deadline}`",
+    "needs-curve": "set `{server_key}` to the server's public key file (the NAME.key beside its NAME.key_secret)",
+    "no-curve": "remove `{server_key}` and `{client_key}`, or start the server with --curve-secret",
+    "bad-server-key": "set `{server_key}` to this server's public key file (the NAME.key beside its NAME.key_secret)",
+    "client-refused": "copy this client's public key (`{client_key}` without _secret) into the server's --curve-clients "
+                      "folder and send the server SIGHUP, or give an allowed key pair in `{client_key}`",
+    "not-zmq": "check `{endpoint}`: it should be an rcvgp oracle server (`rcvgp conformance` tells)",
+    "handshake": "check `{endpoint}`: it should be an rcvgp oracle server (`rcvgp conformance` tells)",
+    "silent": "check the server's log, or raise `{deadline}` if its first answer takes longer",
+}
 
 
 def run_experiment(
@@ -178,16 +209,19 @@ def run_experiment(
     Raises
     ------
     ConfigError
-        For an oracle that cannot be built or reached, or a journal that does not belong to
-        this experiment.
+        For an oracle that cannot be built, or a journal that does not belong to this
+        experiment.
+    OracleTimeout
+        For an endpoint that does not answer (see :func:`build_oracle`).
     OracleError
-        When the oracle fails during the search (the journal keeps what was measured).
+        When the oracle refuses the handshake or fails during the search (the journal keeps
+        what was measured).
     """
     from rcvgp.search import run_search
 
     output = Path(config.output)
     journal_path = output / JOURNAL_NAME
-    oracle = build_oracle(config)  # before touching the output folder: a bad oracle leaves nothing behind
+    oracle = build_oracle(config, notes)  # before touching the output folder: a bad oracle leaves nothing behind
     if resume and not journal_path.exists():
         _note(notes, f"nothing to resume in {_shown(output)}; starting a new run")
     if not resume and any((output / name).exists() for name in _RUN_FILES):

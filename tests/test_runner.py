@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rcvgp.config import experiment_from_dict, load_experiment
-from rcvgp.errors import ConfigError
+from rcvgp.errors import ConfigError, OracleTimeout
 from rcvgp.journal import read_journal
 from rcvgp.runner import build_oracle, format_summary, run_experiment, write_atomic
 from rcvgp.simulate import SimulatedOracle
@@ -105,11 +105,13 @@ def test_build_oracle_makes_simulated_oracles_with_their_truth(write_experiment,
     assert build_oracle(catalog).describe().name == "sim:sincos-3-2-2/1"
 
 
-def test_an_unreachable_endpoint_is_a_config_error_naming_the_key(tmp_path, monkeypatch):
+def test_an_unreachable_endpoint_is_a_timeout_naming_the_key_and_the_cause(tmp_path, monkeypatch):
     path = tmp_path / "remote.yaml"
     path.write_text("oracle: {endpoint: 'tcp://127.0.0.1:9', timeout: 0.2, deadline: 0.5}\n")
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ConfigError, match=r"^remote\.yaml: oracle\.endpoint: no answer from tcp://127\.0\.0\.1:9"):
+    with pytest.raises(OracleTimeout, match=r"^remote\.yaml: oracle\.endpoint: no answer from tcp://127\.0\.0\.1:9 "
+                                            r"within 0\.5 s: nothing is listening there \(connection refused\); "
+                                            r"start the server"):
         run_experiment(load_experiment("remote.yaml"), notes=None, handle_signals=False)
     assert not (tmp_path / "runs").exists()  # nothing written for a run that never started
 
@@ -176,3 +178,20 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result_measuring_nothin
     assert len(set(asked)) == len(asked)  # no set of points was measured twice
     assert resumed.journal.replayed_points + resumed.journal.live_points == full.data["points_measured"]
     assert resumed.journal.replayed_points > 0
+
+
+@pytest.mark.skipif(not __import__("zmq").has("curve"), reason="libzmq without CURVE")
+def test_a_curve_server_without_a_key_in_the_experiment_names_the_key_to_set(write_experiment, tmp_path):
+    import zmq.auth
+
+    from rcvgp.transport.server import OracleServer
+
+    zmq.auth.create_certificates(str(tmp_path), "server")
+    served = SimulatedOracle.from_expression("x0 + 1", [{"name": "x0", "low": 0.1, "high": 10}])
+    with OracleServer(served, "tcp://127.0.0.1:*", curve_secret_key=tmp_path / "server.key_secret") as server:
+        path = write_experiment(oracle={"endpoint": server.endpoint, "expression": None, "variables": None,
+                                        "timeout": 0.3, "deadline": 1})
+        with pytest.raises(OracleTimeout, match=r"the server wants CurveZMQ encryption and this client has no server "
+                                                r"key; set `oracle\.server_key` to the server's public key file"):
+            run(path)
+    assert served.points_measured == 0

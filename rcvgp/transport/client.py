@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import math
 import os
 import time
 import uuid
@@ -106,6 +107,10 @@ class BaseChannel:
         """
         raise NotImplementedError
 
+    def diagnosis(self) -> tuple[str, str]:
+        """``(kind, text)``: why the last request got no reply, as far as the channel can tell."""
+        return "unknown", "no reply"
+
     def close(self) -> None:
         """Release what the channel holds; it cannot be used afterwards."""
 
@@ -164,6 +169,65 @@ class MockChannel(BaseChannel):
         self.closed = True
 
 
+class _Link:
+    """What a socket monitor saw of the connection since the last reply: enough to tell why a
+    server does not answer (nothing listening, a CURVE key refused, a silent server...)."""
+
+    # libzmq >= 4.3 reports handshake failures; older ones only connects and disconnects.
+    _FAILED_AUTH = getattr(zmq, "EVENT_HANDSHAKE_FAILED_AUTH", 0)
+    _FAILED_PROTOCOL = getattr(zmq, "EVENT_HANDSHAKE_FAILED_PROTOCOL", 0)
+    _FAILED_NO_DETAIL = getattr(zmq, "EVENT_HANDSHAKE_FAILED_NO_DETAIL", 0)
+    _SUCCEEDED = getattr(zmq, "EVENT_HANDSHAKE_SUCCEEDED", 0)
+    _MISMATCH = getattr(zmq, "PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH", -1)
+
+    def __init__(self, curve: bool) -> None:
+        self.curve = curve
+        self.seen: set[str] = set()
+        self.up = False  # the current socket has a connection that passed the handshake
+        self.answered = False  # a reply has come through this channel
+
+    def observe(self, event: int, value: int) -> None:
+        if event == zmq.EVENT_CONNECT_RETRIED:
+            self.seen.add("retried")
+        elif event == zmq.EVENT_CONNECTED:
+            self.seen.add("connected")
+        elif event == zmq.EVENT_DISCONNECTED:
+            self.up = False
+        elif event == self._SUCCEEDED and event:
+            self.seen.add("ready")
+            self.up = True
+        elif event == self._FAILED_AUTH and event:
+            self.seen.add("client-refused")
+        elif event == self._FAILED_PROTOCOL and event:
+            self.seen.add("mechanism" if value == self._MISMATCH else "not-zmq")
+        elif event == self._FAILED_NO_DETAIL and event:
+            self.seen.add("bad-server-key" if self.curve else "handshake")
+
+    def diagnosis(self) -> tuple[str, str]:
+        """``(kind, text)``: the likeliest reason for no reply, from what was seen."""
+        seen = self.seen
+        if "client-refused" in seen:
+            return "client-refused", "the server refused this client's CURVE key (not in its allow-list, --curve-clients)"
+        if "mechanism" in seen:
+            if self.curve:
+                return "no-curve", "the server does not use CurveZMQ encryption, but this client was given a server key"
+            return "needs-curve", "the server wants CurveZMQ encryption and this client has no server key"
+        if "bad-server-key" in seen:
+            return "bad-server-key", ("the CurveZMQ handshake failed: the server key this client has is not the "
+                                      "server's public key")
+        if "not-zmq" in seen:
+            return "not-zmq", "something listens there, but it does not speak ZeroMQ"
+        if "handshake" in seen:
+            return "handshake", "the connection opens but the ZeroMQ handshake fails"
+        if "ready" in seen or self.up:
+            return "silent", "connected, but the server has not answered (a long measurement, or a busy or hung server?)"
+        if "connected" in seen:
+            return "handshake", "the connection opens but the ZeroMQ handshake does not complete"
+        if "retried" in seen:
+            return "refused", "nothing is listening there (connection refused)"
+        return "unreachable", "no connection yet (is the host reachable, or does a firewall drop the packets?)"
+
+
 class Channel(BaseChannel):
     """A lazy-pirate request channel to one endpoint (frames in, frames out, no interpretation).
 
@@ -176,7 +240,19 @@ class Channel(BaseChannel):
     curve_client_key : path, optional
         This client's key pair file (``*.key_secret``); a fresh key pair is made when omitted
         and ``curve_server_key`` is given (fine when the server accepts any client).
+    on_wait : callable, optional
+        Called with a line of text while no reply comes and the server was never heard or the
+        connection is down (first after ``first_note`` seconds, then every ``note_every``): what
+        the socket monitor tells of the connection, and when the channel gives up.
+
+    Attributes
+    ----------
+    reconnects : int
+        Sockets replaced after a timeout.
     """
+
+    first_note = 2.0
+    note_every = 10.0
 
     def __init__(
         self,
@@ -184,6 +260,7 @@ class Channel(BaseChannel):
         *,
         curve_server_key: str | bytes | os.PathLike[str] | None = None,
         curve_client_key: str | os.PathLike[str] | None = None,
+        on_wait: Callable[[str], None] | None = None,
     ) -> None:
         if not isinstance(address, str) or "://" not in address:
             raise ConfigError(f"address must be a ZeroMQ endpoint such as tcp://127.0.0.1:5555, got {address!r}")
@@ -204,6 +281,9 @@ class Channel(BaseChannel):
             raise ConfigError("curve_client_key needs curve_server_key (the server's public key)")
         self._ctx: zmq.Context[Any] | None = zmq.Context()
         self._sock: zmq.Socket[Any] | None = None
+        self._monitor: zmq.Socket[Any] | None = None
+        self._link = _Link(self._curve is not None)
+        self.on_wait = on_wait
         self.reconnects = 0
 
     def _open(self) -> zmq.Socket[Any]:
@@ -217,18 +297,56 @@ class Channel(BaseChannel):
             if self._curve is not None:
                 sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = self._curve
         try:
+            with _zmq_errors(self.address, "monitor"):
+                self._monitor = sock.get_monitor_socket()
             with _zmq_errors(self.address, "connect"):
                 sock.connect(self.address)
         except BaseException:
-            sock.close(0)
+            self._sock = sock
+            self._close_socket()
             raise
         return sock
 
+    def _close_socket(self) -> None:
+        if self._sock is None:
+            return
+        self._watch()
+        if self._monitor is not None:
+            try:
+                self._sock.disable_monitor()
+            except zmq.ZMQError:  # pragma: no cover - already stopped
+                pass
+            self._monitor.close(0)
+            self._monitor = None
+        self._sock.close(0)
+        self._sock = None
+        self._link.up = False
+
     def _reset(self) -> None:
         if self._sock is not None:
-            self._sock.close(0)
-            self._sock = None
+            self._close_socket()
             self.reconnects += 1
+
+    def _watch(self) -> None:
+        """Read the monitor's events that are waiting."""
+        from zmq.utils.monitor import recv_monitor_message
+
+        while self._monitor is not None and self._monitor.poll(0):
+            try:
+                event = recv_monitor_message(self._monitor, zmq.NOBLOCK)
+            except zmq.ZMQError:  # pragma: no cover - raced with a close
+                return
+            self._link.observe(int(event["event"]), int(event["value"]))
+
+    def diagnosis(self) -> tuple[str, str]:
+        """``(kind, text)``: why the last request got no reply, as far as the socket monitor tells.
+
+        ``kind`` is one of ``refused`` (nothing listening), ``unreachable``, ``needs-curve``,
+        ``no-curve``, ``bad-server-key``, ``client-refused``, ``not-zmq``, ``handshake``,
+        ``silent`` (connected, no answer).
+        """
+        self._watch()
+        return self._link.diagnosis()
 
     def exchange(
         self,
@@ -255,6 +373,22 @@ class Channel(BaseChannel):
         start = time.monotonic()
         wait = float(timeout)
         attempt = 0
+        self._link.seen.clear()
+        next_note = start + self.first_note
+
+        def note() -> float:
+            """Say why we wait, when it is time and worth it; seconds until the next note."""
+            nonlocal next_note
+            now = time.monotonic()
+            if now < next_note:
+                return next_note - now
+            next_note = now + self.note_every
+            left = math.inf if deadline is None else deadline - (now - start)
+            if self.on_wait is not None and not (self._link.answered and self._link.up) and left >= 1:
+                until = "" if deadline is None else f", giving up in {math.ceil(left)} s"
+                self.on_wait(f"waiting for {self.address}: {self.diagnosis()[1]} (no answer yet{until})")
+            return self.note_every
+
         while True:
             attempt += 1
             if self._sock is None:
@@ -263,28 +397,39 @@ class Channel(BaseChannel):
                 self._sock.send_multipart([b"", *frames], copy=False)
             remaining = None if deadline is None else deadline - (time.monotonic() - start)
             this_wait = wait if remaining is None else max(0.0, min(wait, remaining))
-            reply = self._receive(request_id, this_wait)
+            reply = self._receive(request_id, this_wait, note)
             if reply is not None:
+                self._link.answered = True
                 return reply
+            kind, why = self.diagnosis()
             self._reset()  # lazy pirate: a lost reply leaves nothing behind
             elapsed = time.monotonic() - start
             if deadline is not None and elapsed >= deadline - 1e-3:
                 raise OracleTimeout(
                     f"no reply from {self.address} within {elapsed:.1f} s ({attempt} attempt(s), "
-                    f"request id {request_id}); is the server running and reachable"
-                    + (", and does it accept this client's CURVE key?" if self._curve else "?")
+                    f"request id {request_id}): {why}"
                 )
-            log.info("no reply from %s in %.1f s (attempt %d); retrying with request id %s", self.address, this_wait, attempt, request_id)
+            log.info("no reply from %s in %.1f s (attempt %d: %s); retrying with request id %s", self.address,
+                     this_wait, attempt, kind, request_id)
             wait = min(wait * backoff, max_timeout)
 
-    def _receive(self, request_id: str | None, wait: float) -> list[bytes] | None:
+    def _receive(self, request_id: str | None, wait: float, note: Callable[[], float]) -> list[bytes] | None:
         assert self._sock is not None
+        poller = zmq.Poller()
+        poller.register(self._sock, zmq.POLLIN)
+        if self._monitor is not None:
+            poller.register(self._monitor, zmq.POLLIN)
         end = time.monotonic() + wait
         while True:
             left = end - time.monotonic()
+            if left <= 0:
+                return None
             with _zmq_errors(self.address, "receive"):
-                if left <= 0 or not self._sock.poll(max(1, int(left * 1000)), zmq.POLLIN):
-                    return None
+                ready = dict(poller.poll(max(1, int(min(left, note()) * 1000))))
+                if self._monitor is not None and self._monitor in ready:
+                    self._watch()
+                if self._sock not in ready:
+                    continue
                 msg = self._sock.recv_multipart()
             body = msg[1:] if msg and msg[0] == b"" else msg
             if request_id is None:
@@ -299,9 +444,7 @@ class Channel(BaseChannel):
 
     def close(self) -> None:
         """Close the socket (LINGER 0: never hangs) and the context."""
-        if self._sock is not None:
-            self._sock.close(0)
-            self._sock = None
+        self._close_socket()
         if self._ctx is not None:
             self._ctx.term()
             self._ctx = None
@@ -336,6 +479,9 @@ class ZmqOracle(DataOracle):
     channel : BaseChannel, optional
         Carry the requests through this channel instead of a :class:`Channel` to ``address``
         (e.g. a :class:`MockChannel` in tests); the oracle closes it.
+    on_wait : callable, optional
+        Called with a line of text while a request waits for a server that never answered or
+        whose connection is down (see :class:`Channel`); e.g. to print it.
 
     Attributes
     ----------
@@ -360,6 +506,7 @@ class ZmqOracle(DataOracle):
         curve_client_key: str | os.PathLike[str] | None = None,
         client_name: str = "rcvgp.ZmqOracle",
         channel: BaseChannel | None = None,
+        on_wait: Callable[[str], None] | None = None,
     ) -> None:
         if not timeout > 0:
             raise ConfigError(f"`timeout` must be > 0 seconds, got {timeout!r}")
@@ -373,7 +520,7 @@ class ZmqOracle(DataOracle):
         self.session = session or uuid.uuid4().hex
         self.client_name = client_name
         self._channel: BaseChannel = channel if channel is not None else Channel(
-            address, curve_server_key=curve_server_key, curve_client_key=curve_client_key
+            address, curve_server_key=curve_server_key, curve_client_key=curve_client_key, on_wait=on_wait
         )
         self._counter = 0
         self._spec: OracleSpec | None = None
@@ -544,6 +691,10 @@ class ZmqOracle(DataOracle):
     def status(self) -> dict[str, Any]:
         """The server's state (idle or measuring) and counters."""
         return dict(self.request("status").header.get("result") or {})
+
+    def diagnosis(self) -> tuple[str, str]:
+        """``(kind, text)``: why the last request got no reply (see :meth:`Channel.diagnosis`)."""
+        return self._channel.diagnosis()
 
     def close(self) -> None:
         self._channel.close()
