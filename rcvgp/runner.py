@@ -192,8 +192,9 @@ def run_experiment(
     config : ExperimentConfig
     resume : bool
         Continue the run journalled in the output folder: journalled requests are answered from
-        the journal, the rest is measured live. Without it, an earlier run in the output folder
-        is moved aside to ``<output>.1`` (``.2``, ...) so that nothing is lost.
+        the journal, the rest is measured live (a folder without a journal is an error). Without
+        it, an earlier run in the output folder is moved aside to ``<output>.1`` (``.2``, ...),
+        its files rewritten to name their new folder, so that nothing is lost.
     progress : callable, optional
         Called with each :class:`~rcvgp.search.Progress`; returning True stops the search with
         its best expression so far.
@@ -221,9 +222,12 @@ def run_experiment(
 
     output = Path(config.output)
     journal_path = output / JOURNAL_NAME
-    oracle = build_oracle(config, notes)  # before touching the output folder: a bad oracle leaves nothing behind
     if resume and not journal_path.exists():
-        _note(notes, f"nothing to resume in {_shown(output)}; starting a new run")
+        raise ConfigError(
+            f"{config.source}: --resume: there is no run to resume in {_shown(output)} (no {JOURNAL_NAME}); "
+            "to start a new run there, run the same command without --resume"
+        )
+    oracle = build_oracle(config, notes)  # before touching the output folder: a bad oracle leaves nothing behind
     if not resume and any((output / name).exists() for name in _RUN_FILES):
         moved = _set_aside(output)
         _note(notes, f"an earlier run in {_shown(output)} was moved to {_shown(moved)}")
@@ -250,8 +254,7 @@ def run_experiment(
             raise ConfigError(f"{config.source}: {exc}") from exc
         stats = journal.stats
     data = _result_data(config, result, spec, oracle, stats, output)
-    write_atomic(output / RESULT_NAME, json.dumps(data, indent=2, allow_nan=False) + "\n")
-    write_atomic(output / SUMMARY_NAME, format_summary(data) + "\n")
+    _write_result(output, data)
     return RunReport(config=config, result=result, data=data, output=output, journal=stats)
 
 
@@ -456,12 +459,35 @@ def _note(stream: TextIO | None, text: str) -> None:
         print(f"rcvgp: {text}", file=stream, flush=True)
 
 
+def _write_result(output: Path, data: dict[str, Any]) -> None:
+    write_atomic(output / RESULT_NAME, json.dumps(data, indent=2, allow_nan=False) + "\n")
+    write_atomic(output / SUMMARY_NAME, format_summary(data) + "\n")
+
+
 def _set_aside(output: Path) -> Path:
+    """Move an earlier run's folder to ``<output>.N`` (the first N free); its files then name
+    the folder they are in, not the one the new run takes over."""
     n = 1
     while output.with_name(f"{output.name}.{n}").exists():
         n += 1
     target = output.with_name(f"{output.name}.{n}")
     os.rename(output, target)
+    try:
+        data = json.loads((target / RESULT_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # a run killed before its result: nothing to rewrite
+        data = None
+    if isinstance(data, dict):
+        data["output"] = str(target)
+        if isinstance(data.get("journal"), dict):
+            data["journal"]["path"] = str(target / JOURNAL_NAME)
+        _write_result(target, data)
+    try:
+        settings = yaml.safe_load((target / EXPERIMENT_NAME).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        settings = None
+    if isinstance(settings, dict):  # so that `rcvgp run <target>/experiment.yaml --resume` resumes it there
+        settings["output"] = str(target)
+        write_atomic(target / EXPERIMENT_NAME, yaml.safe_dump(settings, sort_keys=False))
     return target
 
 

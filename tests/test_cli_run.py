@@ -103,6 +103,17 @@ def test_an_endpoint_that_does_not_answer_exits_4_saying_why_and_what_it_waits_f
     assert not (tmp_path / "runs").exists()
 
 
+def test_resume_of_a_folder_that_does_not_exist_exits_2_in_one_line(write_experiment, tmp_path, capsys, monkeypatch):
+    write_experiment()
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "exp.yaml", "--resume"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.splitlines() == [
+        "rcvgp: error: exp.yaml: --resume: there is no run to resume in runs/tiny (no journal.jsonl); to start a new "
+        "run there, run the same command without --resume"]
+    assert not (tmp_path / "runs").exists()
+
+
 def test_bad_discover_flags_exit_2_naming_the_flag(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["discover", "--oracle", "sincos-3-2-2/1", "--budget-points", "0"]) == 2

@@ -61,6 +61,30 @@ def test_a_new_run_moves_the_earlier_one_aside(write_experiment, tmp_path):
     assert (tmp_path / "runs" / "tiny" / "result.json").exists()
 
 
+def test_a_folder_moved_aside_names_itself_and_resumes_there(write_experiment, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = write_experiment()
+    first = run(path)
+    run(path)
+    moved = tmp_path / "runs" / "tiny.1"
+    data = json.loads((moved / "result.json").read_text())
+    assert data["output"] == str(moved) and data["journal"]["path"] == str(moved / "journal.jsonl")
+    assert data["expression"] == first.data["expression"]
+    assert "results      runs/tiny.1/result.json" in (moved / "summary.txt").read_text()
+    settings = load_experiment(moved / "experiment.yaml")
+    assert settings.output == moved and settings.fingerprint() == first.config.fingerprint()
+    again = run_experiment(settings, resume=True, notes=None, handle_signals=False)  # resumes the moved run
+    assert again.output == moved and again.journal.live_points == 0
+    assert again.journal.replayed_points == first.data["points_measured"]
+
+
+def test_resume_without_a_run_to_resume_is_an_error_saying_how_to_start_one(write_experiment, tmp_path):
+    with pytest.raises(ConfigError, match=r"--resume: there is no run to resume in .*runs/tiny \(no journal\.jsonl\); "
+                                          r"to start a new run there, run the same command without --resume"):
+        run(write_experiment(), resume=True)
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_stop_request_saves_the_best_so_far(write_experiment, tmp_path):
     calls = []
 
