@@ -19,9 +19,9 @@ import json
 import math
 import numbers
 import os
+import secrets
 import signal
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -327,9 +327,19 @@ def format_summary(data: dict[str, Any]) -> str:
 
 
 def write_atomic(path: str | Path, text: str) -> None:
-    """Write a text file so that readers see the old content or the new one, never a part."""
+    """Write a text file so that readers see the old content or the new one, never a part.
+
+    The file's permissions follow the umask, as for any file a program creates (results are not
+    secrets; ``tempfile.mkstemp`` would make them 0600).
+    """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    while True:
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:  # pragma: no cover - 48 random bits
+            continue
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

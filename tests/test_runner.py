@@ -166,6 +166,19 @@ def test_summary_reads_well():
     assert "1,234 points in 5 requests (2 unmeasurable)" in text and "1,000 points replayed" in text
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_results_follow_the_umask_like_the_journal(write_experiment, tmp_path, umask):
+    import os
+
+    old = os.umask(umask)
+    try:
+        report = run(write_experiment())
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in report.output.iterdir()}
+    assert modes == dict.fromkeys(["journal.jsonl", "result.json", "summary.txt", "experiment.yaml"], 0o666 & ~umask)
+
+
 def test_write_atomic_replaces_whole_files_and_leaves_no_temporary(tmp_path):
     target = tmp_path / "result.json"
     write_atomic(target, "old")
