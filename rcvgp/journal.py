@@ -7,29 +7,55 @@ bytes, with their shapes, so a replayed answer is bitwise the measured one (NaN 
 
 The file::
 
-    {"journal": "rcvgp", "version": 1, "fingerprint": "...", "spec": {...}, "created": "..."}
-    {"i": 0, "op": "measure", "shape": [256, 3], "X": "<base64>", "y": "<base64>"}
-    {"i": 1, "op": "readback", "shape": [256, 3], "X": "...", "X_reached": "...", "y": "..."}
-    {"i": 2, "op": "measure", "shape": [5, 3], "X": "...", "error": {"type": "OracleError", "message": "..."}}
+    {"journal": "rcvgp", "version": 2, "fingerprint": "...", "spec": {...}, "created": "..."}
+    {"i": 0, "op": "measure", "shape": [256, 3], "X": "<base64>", "y": "<base64>", "run": 0, "step": 0}
+    {"i": 1, "op": "readback", "shape": [256, 3], "X": "...", "X_reached": "...", "y": "...", "run": 0, "step": 2}
+    {"i": 2, "op": "measure", "shape": [5, 3], "X": "...", "error": {"type": "OracleError", "message": "..."}, ...}
 
-On resume the journal is replayed: as long as it has records, a request whose X is bitwise the
-next record's X gets the journalled answer without touching the real oracle (a seeded search
-asks the same questions again). The end of the journal switches to live measuring; a request
-that differs from the next record is an error, since the search is then not the one that wrote
-the journal. A torn last line (the process killed mid-write) is dropped. An oracle error is
-journalled too and replayed where the search went on after it; an error on the last record
-(the one that ended the run) is retried live instead.
+Before a request to an oracle that recognises a retried request (a :class:`RequestIdOracle`,
+such as :class:`~rcvgp.transport.client.ZmqOracle`, whose server keeps a reply cache keyed by
+session and request id), the journal writes the *intent*: the client session, the request id it
+is about to use and a digest of the set points; the record of the answer names that id::
+
+    {"intent": "m7", "session": "5f0c...", "op": "readback", "shape": [256, 3], "digest": "..."}
+    {"i": 6, "id": "m7", "op": "readback", ...}
+
+A resumed run keeps the session, numbers its requests on from the journal's, and sends a
+request whose intent has no answer on record (the client was killed between send and reply)
+under its old id: the server answers it from its reply cache (or its own ``--journal``), so the
+rig does not measure it again.
+
+``run`` counts the runs that wrote the journal (0 for the first, 1 for the first resume, ...);
+``step`` counts the progress reports the search made in that run before the request
+(:meth:`JournalingOracle.checkpoint`). Since a seeded search asks the same questions in the same
+order, resuming replays the journal instead of measuring:
+
+- A record made before its run's last progress report is on the search's *path*: the resumed
+  search must ask it again, in order. A request that differs from the next path record means
+  that the search is not the one that wrote the journal: an error.
+- A record made after its run's last report is in that run's *tail*: the search may not ask it
+  again. After Ctrl-C, a spent budget or a kill, the tail holds what the search measured to end
+  (the validation and test points of an interrupted result) or had just begun. A tail record
+  is replayed when a request asks bitwise the same set points (wherever it comes), and is
+  otherwise kept, unused: nothing measured is thrown away, nothing is measured twice.
+- What the journal does not hold is measured live and appended.
+
+A torn last line (the process killed mid-write) is dropped. An oracle error is journalled too
+and replayed where the search went on after it; the error that ended a run (the last record of
+that run) is retried live instead, under a new request id if the server answered it (its
+reply cache holds that error), under the same one if no answer came (a timeout).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -37,12 +63,13 @@ from rcvgp import errors
 from rcvgp.errors import ConfigError, OracleError
 from rcvgp.oracle import DataOracle, OracleSpec
 
-__all__ = ["JOURNAL_NAME", "JOURNAL_VERSION", "JournalStats", "JournalingOracle", "read_journal"]
+__all__ = ["JOURNAL_NAME", "JOURNAL_VERSION", "JournalStats", "JournalingOracle", "RequestIdOracle", "read_journal"]
 
 #: File name of the journal inside a run's output folder.
 JOURNAL_NAME = "journal.jsonl"
-#: Version of the journal's line format.
-JOURNAL_VERSION = 1
+#: Version of the journal's line format (version 1, without ``run`` and ``step``, is still read).
+JOURNAL_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -63,8 +90,23 @@ class JournalStats:
         }
 
 
+@runtime_checkable
+class RequestIdOracle(Protocol):
+    """An oracle that recognises a retried request by (``session``, request id) and answers it
+    without measuring again, as a protocol-v1 server does from its reply cache."""
+
+    session: str
+
+    def measure_with_id(
+        self, X: np.ndarray, request_id: str | None, *, readback: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Measure ``X`` under ``request_id``; returns (X reached, y)."""
+        ...
+
+
 def read_journal(path: str | Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], int]:
-    """Read a journal: its header, its complete records and the byte length they span.
+    """Read a journal: its header, its complete records (intents left out) and the byte length
+    of its complete lines.
 
     A last line that is incomplete (no newline) or unreadable is a torn write and is left out;
     the returned length excludes it, so the file can be truncated there before appending.
@@ -74,19 +116,19 @@ def read_journal(path: str | Path) -> tuple[dict[str, Any] | None, list[dict[str
     ConfigError
         When a line before the last is damaged, or the file is not an rcvgp journal.
     """
-    header, records, ends = _scan(Path(path))
-    return header, records, ends[-1] if ends else 0
+    header, records, _, length = _scan(Path(path))
+    return header, records, length
 
 
-def _scan(p: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[int]]:
-    """Header, complete records, and the byte offset after the header and after each record."""
+def _scan(p: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]], int]:
+    """Header, complete records, intents, and the byte length of the complete lines."""
     data = p.read_bytes()
     lines = data.split(b"\n")
     # After a final newline split() leaves b"": every element but the last ended with "\n".
     complete, tail = lines[:-1], lines[-1]
     header: dict[str, Any] | None = None
     records: list[dict[str, Any]] = []
-    ends: list[int] = []
+    intents: list[dict[str, Any]] = []
     good_length = 0
     for n, raw in enumerate(complete):
         try:
@@ -103,16 +145,18 @@ def _scan(p: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[in
         if n == 0:
             if obj.get("journal") != "rcvgp":
                 raise ConfigError(f"{p}: not an rcvgp journal (first line has no \"journal\": \"rcvgp\")")
-            if obj.get("version") != JOURNAL_VERSION:
+            if obj.get("version") not in _READABLE_VERSIONS:
                 raise ConfigError(
-                    f"{p}: journal version {obj.get('version')!r}, this rcvgp reads version {JOURNAL_VERSION}"
+                    f"{p}: journal version {obj.get('version')!r}, this rcvgp reads versions "
+                    f"{', '.join(map(str, _READABLE_VERSIONS))}; resume it with the rcvgp that wrote it"
                 )
             header = obj
+        elif "intent" in obj:
+            intents.append(obj)
         else:
             records.append(obj)
         good_length += len(raw) + 1
-        ends.append(good_length)
-    return header, records, ends
+    return header, records, intents, good_length
 
 
 class JournalingOracle(DataOracle):
@@ -143,21 +187,30 @@ class JournalingOracle(DataOracle):
         self.path = Path(path)
         self._fingerprint = fingerprint
         self._records: list[dict[str, Any]] = []
-        self._next = 0  # index of the next record to replay
+        self._path: list[int] = []  # indices into _records of the path, in order
+        self._next = 0  # position in _path of the next path record to replay
+        self._tail: list[int] = []  # indices into _records of tail records not replayed yet
         self._counts = {"replayed_points": 0, "replayed_requests": 0, "live_points": 0, "live_requests": 0}
+        self._run = 0
+        self._step = 0
+        # Request ids for an oracle that recognises retries: ids used so far, and the ids of
+        # requests sent but not answered on record, by the digest of what they asked.
+        self._ids = isinstance(oracle, RequestIdOracle)
+        self._n_intents = 0
+        self._unanswered: dict[str, list[str]] = {}
         spec = oracle.describe()
         if self.path.exists() and resume:
-            header, records, ends = _scan(self.path)
+            header, records, intents, length = _scan(self.path)
             if header is None:  # killed before the header was complete
                 self.path.unlink()
             else:
                 self._check_header(header, spec)
-                if records and "error" in records[-1]:
-                    # The error that ended the interrupted run: that request is retried live.
-                    records.pop()
                 self._records = records
-                with open(self.path, "r+b") as fh:  # drop a torn line (and that error) before appending
-                    fh.truncate(ends[len(records)])
+                self._path, self._tail = _split_runs(records)
+                self._run = 1 + max((int(r.get("run", 0)) for r in records), default=-1)
+                self._resume_ids(records, intents)
+                with open(self.path, "r+b") as fh:  # drop a torn line before appending
+                    fh.truncate(length)
         elif self.path.exists():
             raise ConfigError(
                 f"{self.path}: a journal already exists; resume that run with --resume, or use another "
@@ -186,35 +239,27 @@ class JournalingOracle(DataOracle):
         replayed = self._replay("measure", X)
         if replayed is not None:
             return replayed[1]
-        try:
-            y = np.asarray(self._oracle.measure(X), dtype=np.float64)
-        except OracleError as exc:
-            self._append(self._error_record("measure", X, exc))
-            raise
-        self._append(self._record("measure", X, y))
-        self._count("live", X.shape[0])
-        return y
+        return self._live("measure", X)[1]
 
     def measure_readback(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         X = np.ascontiguousarray(X, dtype=np.float64)
         replayed = self._replay("readback", X)
         if replayed is not None:
             return replayed
-        try:
-            X_reached, y = self._oracle.measure_readback(X)
-        except OracleError as exc:
-            self._append(self._error_record("readback", X, exc))
-            raise
-        X_reached = np.asarray(X_reached, dtype=np.float64)
-        y = np.asarray(y, dtype=np.float64)
-        self._append(self._record("readback", X, y, X_reached))
-        self._count("live", X.shape[0])
-        return X_reached, y
+        return self._live("readback", X)
 
     def close(self) -> None:
         if not self._fh.closed:
             self._fh.close()
         self._oracle.close()
+
+    def checkpoint(self) -> None:
+        """Say that the search reported progress: the requests made so far are on its path.
+
+        The runner calls this at each of the search's progress reports; what is measured after
+        the last one (the end of an interrupted run) may be skipped by a resumed search.
+        """
+        self._step += 1
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -225,8 +270,8 @@ class JournalingOracle(DataOracle):
 
     @property
     def replaying(self) -> bool:
-        """Whether journalled records are still waiting to be replayed."""
-        return self._next < len(self._records)
+        """Whether path records are still waiting to be replayed."""
+        return self._next < len(self._path)
 
     @property
     def inner(self) -> DataOracle:
@@ -253,16 +298,29 @@ class JournalingOracle(DataOracle):
             )
 
     def _replay(self, op: str, X: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        if self._next >= len(self._records):
+        """The journalled answer to this request, or None to measure it live (see the module
+        docstring for the rule)."""
+        data = _bytes(X)
+        index = None
+        if self._next < len(self._path) and _asks(self._records[self._path[self._next]], op, X.shape, data):
+            index = self._path[self._next]
+            self._next += 1
+        else:
+            index = next((k for k in self._tail if _asks(self._records[k], op, X.shape, data)), None)
+            if index is not None:
+                self._tail.remove(index)
+            elif self._next < len(self._path):
+                rec = self._records[self._path[self._next]]
+                n_replayed = self._counts["replayed_requests"]
+                raise ConfigError(
+                    f"{self.path}: request {n_replayed + 1} of the resumed run asks other set points than the "
+                    f"journal's record {rec.get('i')} ({op} of shape {X.shape} vs {rec.get('op')} of shape "
+                    f"{tuple(rec.get('shape', ()))}); the search no longer asks the same questions (another "
+                    "rcvgp version?); start over in another output folder"
+                )
+        if index is None:
             return None
-        rec = self._records[self._next]
-        if rec.get("op") != op or tuple(rec.get("shape", ())) != X.shape or base64.b64decode(rec["X"]) != _bytes(X):
-            raise ConfigError(
-                f"{self.path}: request {self._next + 1} of the resumed run differs from the journalled one "
-                f"(shape {X.shape} vs {tuple(rec.get('shape', ()))}); the search no longer asks the same "
-                "questions (different rcvgp version or settings?); start over in another output folder"
-            )
-        self._next += 1
+        rec = self._records[index]
         if "error" in rec:
             raise _rebuild_error(rec["error"])
         y = np.frombuffer(base64.b64decode(rec["y"]), dtype="<f8").astype(np.float64)
@@ -273,31 +331,122 @@ class JournalingOracle(DataOracle):
         self._count("replayed", X.shape[0])
         return X_reached, y
 
+    def _live(self, op: str, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Measure on the real oracle; the answer (or the error) is on disk before it returns."""
+        rid = self._intent(op, X) if self._ids else None
+        try:
+            if self._ids:
+                X_reached, y = self._oracle.measure_with_id(X, rid, readback=op == "readback")  # type: ignore[attr-defined]
+            elif op == "readback":
+                X_reached, y = self._oracle.measure_readback(X)
+            else:
+                X_reached, y = X, self._oracle.measure(X)
+        except OracleError as exc:
+            self._append(self._error_record(op, X, exc, rid))
+            raise
+        X_reached = np.asarray(X_reached, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        self._append(self._record(op, X, y, X_reached if op == "readback" else None, rid))
+        self._count("live", X.shape[0])
+        return X_reached if op == "readback" else X.copy(), y
+
+    def _intent(self, op: str, X: np.ndarray) -> str:
+        """The request id to send ``X`` under: that of an earlier run's request for the same set
+        points that got no answer on record, else a new one, journalled before it is sent."""
+        digest = _digest(op, X)
+        waiting = self._unanswered.get(digest)
+        if waiting:
+            return waiting.pop(0)
+        self._n_intents += 1
+        rid = f"m{self._n_intents}"
+        # Flushed, not fsync'ed: the OS keeps it through a kill of this process, which is what it
+        # is for (after a power cut, the request in flight would be measured again); an fsync
+        # here doubled the cost of a journalled request.
+        self._append({"intent": rid, "session": self._oracle.session, "op": op,  # type: ignore[attr-defined]
+                      "shape": list(X.shape), "digest": digest}, sync=False)
+        return rid
+
+    def _resume_ids(self, records: list[dict[str, Any]], intents: list[dict[str, Any]]) -> None:
+        if not self._ids or not intents:
+            return
+        self._oracle.session = str(intents[-1]["session"])  # type: ignore[attr-defined]
+        self._n_intents = len(intents)
+        # An answer, or an error the server sent (its reply cache holds it), settles an id; a
+        # timeout does not: the server may have measured, and answers the same id from its cache.
+        settled = {r["id"] for r in records if "id" in r and ("error" not in r or "code" in r["error"])}
+        for intent in intents:
+            if intent["intent"] not in settled:
+                self._unanswered.setdefault(str(intent["digest"]), []).append(str(intent["intent"]))
+
     def _count(self, kind: str, n_points: int) -> None:
         self._counts[f"{kind}_points"] += int(n_points)
         self._counts[f"{kind}_requests"] += 1
 
-    def _record(self, op: str, X: np.ndarray, y: np.ndarray, X_reached: np.ndarray | None = None) -> dict[str, Any]:
-        rec: dict[str, Any] = {"i": self._n_records, "op": op, "shape": list(X.shape), "X": _b64(X)}
+    def _record(
+        self, op: str, X: np.ndarray, y: np.ndarray, X_reached: np.ndarray | None = None, rid: str | None = None
+    ) -> dict[str, Any]:
+        rec: dict[str, Any] = {"i": self._n_records, **({"id": rid} if rid else {}), "op": op,
+                               "shape": list(X.shape), "X": _b64(X)}
         if X_reached is not None:
             rec["X_reached"] = _b64(X_reached)
         rec["y_shape"] = list(y.shape)
         rec["y"] = _b64(y)
+        rec.update(run=self._run, step=self._step)
         return rec
 
-    def _error_record(self, op: str, X: np.ndarray, exc: OracleError) -> dict[str, Any]:
+    def _error_record(self, op: str, X: np.ndarray, exc: OracleError, rid: str | None = None) -> dict[str, Any]:
         error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
         if isinstance(exc, errors.RemoteError):  # keeps the code, so a replay raises the same type
             error.update(code=exc.code, message=exc.message, retryable=exc.retryable, details=exc.details)
-        return {"i": self._n_records, "op": op, "shape": list(X.shape), "X": _b64(X), "error": error}
+        return {"i": self._n_records, **({"id": rid} if rid else {}), "op": op, "shape": list(X.shape),
+                "X": _b64(X), "error": error, "run": self._run, "step": self._step}
 
-    def _append(self, obj: dict[str, Any]) -> None:
+    def _append(self, obj: dict[str, Any], sync: bool = True) -> None:
         line = json.dumps(obj, separators=(",", ":"), allow_nan=False).encode() + b"\n"
         self._fh.write(line)
         self._fh.flush()
-        os.fsync(self._fh.fileno())
-        if "journal" not in obj:
+        if sync:
+            os.fsync(self._fh.fileno())
+        if "journal" not in obj and "intent" not in obj:
             self._n_records += 1
+
+
+def _split_runs(records: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
+    """Indices of the path records and of the tail records (module docstring).
+
+    A record without ``run`` and ``step`` (journal version 1) is on the path. The last record of
+    a run is left out when it is an error: that error ended the run and is retried live.
+    """
+    last_step: dict[int, int] = {}
+    last_index: dict[int, int] = {}
+    for k, rec in enumerate(records):
+        run = int(rec.get("run", 0))
+        last_index[run] = k
+        if "step" in rec:
+            last_step[run] = max(last_step.get(run, 0), int(rec["step"]))
+    ended = {k for k in last_index.values() if "error" in records[k]}
+    path, tail = [], []
+    for k, rec in enumerate(records):
+        if k in ended:
+            continue
+        run = int(rec.get("run", 0))
+        if "step" in rec and int(rec["step"]) >= last_step[run]:
+            tail.append(k)
+        else:
+            path.append(k)
+    return path, tail
+
+
+def _asks(rec: dict[str, Any], op: str, shape: tuple[int, ...], data: bytes) -> bool:
+    """Whether a journal record answers a request for these set points."""
+    return rec.get("op") == op and tuple(rec.get("shape", ())) == shape and base64.b64decode(rec["X"]) == data
+
+
+def _digest(op: str, X: np.ndarray) -> str:
+    """What a request asks, in 32 hex digits: the operation, the shape and the set points."""
+    h = hashlib.blake2b(f"{op}:{X.shape}:".encode(), digest_size=16)
+    h.update(_bytes(X))
+    return h.hexdigest()
 
 
 def _bytes(a: np.ndarray) -> bytes:

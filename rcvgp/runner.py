@@ -19,9 +19,9 @@ import json
 import math
 import numbers
 import os
+import secrets
 import signal
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -90,14 +90,26 @@ class RunReport:
         return self.result.stopped == "interrupted"
 
 
-def build_oracle(config: ExperimentConfig) -> DataOracle:
+def build_oracle(config: ExperimentConfig, notes: TextIO | None = None) -> DataOracle:
     """The oracle an experiment names, ready to answer (an endpoint has done its handshake).
+
+    Parameters
+    ----------
+    config : ExperimentConfig
+    notes : text stream, optional
+        Where to say what an endpoint that does not answer yet seems to be doing (every few
+        seconds while the handshake, or a later request, waits).
 
     Raises
     ------
     ConfigError
-        For an oracle that cannot be built from the settings, or an endpoint that does not
-        answer the handshake, naming the experiment's source and key.
+        For an oracle that cannot be built from the settings, naming the experiment's source
+        and key.
+    OracleTimeout
+        For an endpoint that does not answer the handshake, with the likeliest reason
+        (nothing listening, a CURVE key missing or refused, a silent server) and the key to fix.
+    OracleError
+        For an endpoint that refuses the handshake.
     """
     o = config.oracle
     # Noise and simulated failures get their own stream, apart from the search's (same seed).
@@ -124,25 +136,47 @@ def build_oracle(config: ExperimentConfig) -> DataOracle:
     endpoint = str(o.endpoint)
     try:
         remote = ZmqOracle(endpoint, timeout=o.timeout, deadline=o.deadline,
-                           curve_server_key=o.server_key, curve_client_key=o.client_key)
+                           curve_server_key=o.server_key, curve_client_key=o.client_key,
+                           on_wait=None if notes is None else (lambda text: _note(notes, text)))
     except ConfigError as exc:
         raise config.error("oracle", str(exc)) from exc
     except (OSError, ValueError) as exc:  # zmq errors on a bad key file or address
         raise config.error("oracle", f"cannot open {endpoint}: {exc}") from exc
     try:
         remote.describe()  # the handshake: fails here, not in the middle of the search
-    except OracleTimeout as exc:
+    except ConfigError as exc:  # an address the socket refuses
         remote.close()
-        keys = " and that `server_key` is the server's public key" if o.server_key else ""
-        raise config.error(
-            "oracle.endpoint",
-            f"no answer from {endpoint} within {o.deadline:g} s; check that an oracle server is running there "
-            f"(e.g. `rcvgp serve ID --bind {endpoint}`){keys}, or raise `{config.label('oracle.deadline')}`",
+        raise config.error("oracle.endpoint", str(exc)) from exc
+    except OracleTimeout as exc:
+        kind, why = remote.diagnosis()
+        remote.close()
+        keys = {key: config.label(f"oracle.{key}") for key in ("endpoint", "deadline", "server_key", "client_key")}
+        hint = _NO_ANSWER_HINTS.get(kind, _NO_ANSWER_HINTS["unreachable"]).format(address=endpoint, **keys)
+        raise OracleTimeout(
+            f"{config.source}: {config.label('oracle.endpoint')}: no answer from {endpoint} within "
+            f"{o.deadline:g} s: {why}; {hint}"
         ) from exc
     except (OracleError, ProtocolError) as exc:
         remote.close()
-        raise config.error("oracle.endpoint", f"{endpoint} refused the handshake: {exc}") from exc
+        raise OracleError(f"{config.source}: {config.label('oracle.endpoint')}: {endpoint} refused the handshake: "
+                          f"{exc}") from exc
     return remote
+
+
+# What to do about an endpoint that does not answer, by Channel.diagnosis() kind; the fields
+# are the address and how the experiment names its keys.
+_NO_ANSWER_HINTS = {
+    "refused": "start the server (e.g. `rcvgp serve ID --bind {address}`) or check `{endpoint}`",
+    "unreachable": "check `{endpoint}` and that its host is reachable, or raise `{deadline}`",
+    "needs-curve": "set `{server_key}` to the server's public key file (the NAME.key beside its NAME.key_secret)",
+    "no-curve": "remove `{server_key}` and `{client_key}`, or start the server with --curve-secret",
+    "bad-server-key": "set `{server_key}` to this server's public key file (the NAME.key beside its NAME.key_secret)",
+    "client-refused": "copy this client's public key (`{client_key}` without _secret) into the server's --curve-clients "
+                      "folder and send the server SIGHUP, or give an allowed key pair in `{client_key}`",
+    "not-zmq": "check `{endpoint}`: it should be an rcvgp oracle server (`rcvgp conformance` tells)",
+    "handshake": "check `{endpoint}`: it should be an rcvgp oracle server (`rcvgp conformance` tells)",
+    "silent": "check the server's log, or raise `{deadline}` if its first answer takes longer",
+}
 
 
 def run_experiment(
@@ -160,8 +194,9 @@ def run_experiment(
     config : ExperimentConfig
     resume : bool
         Continue the run journalled in the output folder: journalled requests are answered from
-        the journal, the rest is measured live. Without it, an earlier run in the output folder
-        is moved aside to ``<output>.1`` (``.2``, ...) so that nothing is lost.
+        the journal, the rest is measured live (a folder without a journal is an error). Without
+        it, an earlier run in the output folder is moved aside to ``<output>.1`` (``.2``, ...),
+        its files rewritten to name their new folder, so that nothing is lost.
     progress : callable, optional
         Called with each :class:`~rcvgp.search.Progress`; returning True stops the search with
         its best expression so far.
@@ -177,18 +212,24 @@ def run_experiment(
     Raises
     ------
     ConfigError
-        For an oracle that cannot be built or reached, or a journal that does not belong to
-        this experiment.
+        For an oracle that cannot be built, or a journal that does not belong to this
+        experiment.
+    OracleTimeout
+        For an endpoint that does not answer (see :func:`build_oracle`).
     OracleError
-        When the oracle fails during the search (the journal keeps what was measured).
+        When the oracle refuses the handshake or fails during the search (the journal keeps
+        what was measured).
     """
     from rcvgp.search import run_search
 
     output = Path(config.output)
     journal_path = output / JOURNAL_NAME
-    oracle = build_oracle(config)  # before touching the output folder: a bad oracle leaves nothing behind
     if resume and not journal_path.exists():
-        _note(notes, f"nothing to resume in {_shown(output)}; starting a new run")
+        raise ConfigError(
+            f"{config.source}: --resume: there is no run to resume in {_shown(output)} (no {JOURNAL_NAME}); "
+            "to start a new run there, run the same command without --resume"
+        )
+    oracle = build_oracle(config, notes)  # before touching the output folder: a bad oracle leaves nothing behind
     if not resume and any((output / name).exists() for name in _RUN_FILES):
         moved = _set_aside(output)
         _note(notes, f"an earlier run in {_shown(output)} was moved to {_shown(moved)}")
@@ -202,6 +243,7 @@ def run_experiment(
     with journal, _stop_requests(handle_signals, notes) as stop:
 
         def on_progress(p: Progress) -> bool:
+            journal.checkpoint()  # what was measured so far is on the search's path
             wanted = bool(progress(p)) if progress is not None else False
             return wanted or stop.is_set()
 
@@ -214,8 +256,7 @@ def run_experiment(
             raise ConfigError(f"{config.source}: {exc}") from exc
         stats = journal.stats
     data = _result_data(config, result, spec, oracle, stats, output)
-    write_atomic(output / RESULT_NAME, json.dumps(data, indent=2, allow_nan=False) + "\n")
-    write_atomic(output / SUMMARY_NAME, format_summary(data) + "\n")
+    _write_result(output, data)
     return RunReport(config=config, result=result, data=data, output=output, journal=stats)
 
 
@@ -326,9 +367,19 @@ def _noise_text(noise: Any, unit: str) -> str:
 
 
 def write_atomic(path: str | Path, text: str) -> None:
-    """Write a text file so that readers see the old content or the new one, never a part."""
+    """Write a text file so that readers see the old content or the new one, never a part.
+
+    The file's permissions follow the umask, as for any file a program creates (results are not
+    secrets; ``tempfile.mkstemp`` would make them 0600).
+    """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    while True:
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:  # pragma: no cover - 48 random bits
+            continue
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -461,12 +512,35 @@ def _note(stream: TextIO | None, text: str) -> None:
         print(f"rcvgp: {text}", file=stream, flush=True)
 
 
+def _write_result(output: Path, data: dict[str, Any]) -> None:
+    write_atomic(output / RESULT_NAME, json.dumps(data, indent=2, allow_nan=False) + "\n")
+    write_atomic(output / SUMMARY_NAME, format_summary(data) + "\n")
+
+
 def _set_aside(output: Path) -> Path:
+    """Move an earlier run's folder to ``<output>.N`` (the first N free); its files then name
+    the folder they are in, not the one the new run takes over."""
     n = 1
     while output.with_name(f"{output.name}.{n}").exists():
         n += 1
     target = output.with_name(f"{output.name}.{n}")
     os.rename(output, target)
+    try:
+        data = json.loads((target / RESULT_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # a run killed before its result: nothing to rewrite
+        data = None
+    if isinstance(data, dict):
+        data["output"] = str(target)
+        if isinstance(data.get("journal"), dict):
+            data["journal"]["path"] = str(target / JOURNAL_NAME)
+        _write_result(target, data)
+    try:
+        settings = yaml.safe_load((target / EXPERIMENT_NAME).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        settings = None
+    if isinstance(settings, dict):  # so that `rcvgp run <target>/experiment.yaml --resume` resumes it there
+        settings["output"] = str(target)
+        write_atomic(target / EXPERIMENT_NAME, yaml.safe_dump(settings, sort_keys=False))
     return target
 
 

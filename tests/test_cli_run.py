@@ -61,11 +61,10 @@ def test_python_dash_m_rcvgp_works(tmp_path):
          "exp.yaml: search.popluation: unknown key; did you mean `population`?"),
         ("oracle: {catalog: sincos-3-2-2/1}\nseed: zero\n", "exp.yaml: seed: expected an integer"),
         ("oracle: {catalog: sincos-3-2-2/99}\n", "exp.yaml: oracle.catalog: unknown oracle id"),
-        ("oracle: {endpoint: 'tcp://127.0.0.1:9', timeout: 0.2, deadline: 0.5}\n",
-         "exp.yaml: oracle.endpoint: no answer from tcp://127.0.0.1:9"),
+        ("oracle: {endpoint: 'tcp://bad host:5'}\n", "exp.yaml: oracle.endpoint: cannot connect to 'tcp://bad host:5'"),
         (None, "exp.yaml: no such file"),
     ],
-    ids=["unknown-key", "wrong-type", "unknown-id", "unreachable-endpoint", "missing-file"],
+    ids=["unknown-key", "wrong-type", "unknown-id", "address-zmq-refuses", "missing-file"],
 )
 def test_a_bad_experiment_exits_2_with_one_line(tmp_path, capsys, monkeypatch, content, expected):
     if content is not None:
@@ -86,6 +85,33 @@ def test_a_bad_experiment_in_a_real_process_has_no_traceback(tmp_path):
     assert done.stderr.strip() == "rcvgp: error: exp.yaml: budget.ponts: unknown key; did you mean `points`? " \
                                   "(allowed: points, requests, seconds)"
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_an_endpoint_that_does_not_answer_exits_4_saying_why_and_what_it_waits_for(tmp_path, capsys, monkeypatch):
+    (tmp_path / "exp.yaml").write_text("oracle: {endpoint: 'tcp://127.0.0.1:9', timeout: 1, deadline: 3.5}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("rcvgp.transport.client.Channel.first_note", 0.5)
+    assert main(["run", "exp.yaml"]) == 4
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert lines[0].startswith("rcvgp: waiting for tcp://127.0.0.1:9: nothing is listening there (connection refused) "
+                               "(no answer yet, giving up in 3 s)"), captured.err
+    assert lines[-1].startswith("rcvgp: oracle timeout: exp.yaml: oracle.endpoint: no answer from tcp://127.0.0.1:9 "
+                                "within 3.5 s: nothing is listening there"), captured.err
+    assert "--resume" not in captured.err  # nothing was journalled: there is nothing to resume
+    assert not (tmp_path / "runs").exists()
+
+
+def test_resume_of_a_folder_that_does_not_exist_exits_2_in_one_line(write_experiment, tmp_path, capsys, monkeypatch):
+    write_experiment()
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "exp.yaml", "--resume"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.splitlines() == [
+        "rcvgp: error: exp.yaml: --resume: there is no run to resume in runs/tiny (no journal.jsonl); to start a new "
+        "run there, run the same command without --resume"]
+    assert not (tmp_path / "runs").exists()
 
 
 def test_bad_discover_flags_exit_2_naming_the_flag(tmp_path, capsys, monkeypatch):

@@ -117,13 +117,22 @@ def test_damaged_line_in_the_middle_is_an_error(tmp_path):
         JournalingOracle(CountingOracle(), path, resume=True)
 
 
+def _run_reporting(oracle: JournalingOracle, requests: list[np.ndarray]) -> list[np.ndarray]:
+    """Measure each request, then report progress, as the runner does after each generation."""
+    answers = []
+    for X in requests:
+        answers.append(oracle.measure(X))
+        oracle.checkpoint()
+    return answers
+
+
 def test_a_different_request_on_resume_is_an_error(tmp_path):
     path = tmp_path / "journal.jsonl"
     with JournalingOracle(CountingOracle(), path) as first:
-        _run(first, _requests(5, 2))
+        _run_reporting(first, _requests(5, 2))
     inner = CountingOracle()
     with JournalingOracle(inner, path, resume=True) as second:
-        with pytest.raises(ConfigError, match="differs from the journalled one"):
+        with pytest.raises(ConfigError, match="asks other set points than the journal's record 0"):
             second.measure(_requests(6, 1)[0])
     assert inner.requests == 0
 
@@ -166,8 +175,8 @@ def test_an_error_the_search_survived_is_replayed_the_last_one_is_retried(tmp_pa
         second.measure(requests[2])
         second.measure(requests[3])  # measured live this time
     assert retry.requests == 1
-    _, records, _ = read_journal(path)
-    assert ["error" in r for r in records] == [False, True, False, False]
+    _, records, _ = read_journal(path)  # the error that ended the first run stays on record
+    assert [("error" in r, r["run"]) for r in records] == [(False, 0), (True, 0), (False, 0), (True, 0), (False, 1)]
 
 
 def test_readback_is_journalled_and_replayed(tmp_path):
@@ -196,3 +205,74 @@ def test_journal_lines_are_plain_json(tmp_path):
     with pytest.raises(OracleError):  # the wrapped oracle's own checks still apply
         with JournalingOracle(oracle, tmp_path / "other.jsonl") as journal:
             journal.measure(np.full((2, 2), 100.0))
+
+
+# -- the search's path and the tail of an interrupted run ---------------------------------------------
+
+
+def test_the_tail_of_an_interrupted_run_is_kept_and_skipped_by_the_resumed_search(tmp_path):
+    """Ctrl-C: the search reports, stops, and measures its validation and test points (the tail);
+    resumed, it asks other questions there. The tail is neither an error nor measured again."""
+    path = tmp_path / "journal.jsonl"
+    search = _requests(10, 5)
+    finish = _requests(11, 2)  # what the interrupted run measured to score its result
+    with JournalingOracle(CountingOracle(), path) as first:
+        _run_reporting(first, search[:3])  # the third report asked the search to stop
+        first_finish = _run(first, finish)
+    inner = CountingOracle()
+    with JournalingOracle(inner, path, resume=True) as second:
+        _run_reporting(second, search)
+        assert second.stats.replayed_requests == 3 and second.stats.live_requests == 2
+        final = _run(second, finish[1:])  # asked again after all: replayed, not measured
+    assert inner.requests == 2  # only the two search requests the journal did not hold
+    assert final[0].tobytes() == first_finish[1].tobytes()
+    _, records, _ = read_journal(path)
+    assert len(records) == 3 + 2 + 2  # nothing thrown away: the first run's tail is still there
+    assert [r["run"] for r in records] == [0] * 5 + [1] * 2
+
+
+def test_a_tail_is_replayed_by_content_when_the_resumed_search_asks_it(tmp_path):
+    """Killed after measuring a request it had not reported on yet: the resumed search asks it
+    again and gets the journalled answer."""
+    path = tmp_path / "journal.jsonl"
+    search = _requests(12, 4)
+    with JournalingOracle(CountingOracle(), path) as first:
+        _run_reporting(first, search[:2])
+        first.measure(search[2])  # then SIGKILL
+    inner = CountingOracle()
+    with JournalingOracle(inner, path, resume=True) as second:
+        _run_reporting(second, search)
+    assert inner.requests == 1
+
+
+def test_the_same_set_points_asked_twice_get_their_two_answers_in_order(tmp_path):
+    """Replicates at one set point (to estimate the noise) are distinct measurements."""
+    path = tmp_path / "journal.jsonl"
+    replicate = np.tile(_requests(13, 1, rows=1)[0], (4, 1))
+    noisy = CountingOracle()
+    with JournalingOracle(CallableOracle(lambda X: X[:, 0] + noisy.requests, SPEC), path) as first:
+        answers = []
+        for _ in range(3):
+            answers.append(first.measure(replicate))
+            noisy.requests += 1
+    with JournalingOracle(CountingOracle(), path, resume=True) as second:
+        again = [second.measure(replicate) for _ in range(3)]
+    assert [a.tobytes() for a in again] == [a.tobytes() for a in answers]
+    assert len({a.tobytes() for a in answers}) == 3
+
+
+def test_a_second_interruption_and_resume_still_replays_everything(tmp_path):
+    path = tmp_path / "journal.jsonl"
+    search = _requests(14, 6)
+    tails = [_requests(15, 2), _requests(16, 2)]
+    with JournalingOracle(CountingOracle(), path) as first:
+        _run_reporting(first, search[:2])
+        _run(first, tails[0])
+    with JournalingOracle(CountingOracle(), path, resume=True) as second:
+        _run_reporting(second, search[:4])
+        _run(second, tails[1])
+    inner = CountingOracle()
+    with JournalingOracle(inner, path, resume=True) as third:
+        _run_reporting(third, search)
+        assert third.stats.replayed_requests == 4
+    assert inner.requests == 2

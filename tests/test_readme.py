@@ -62,6 +62,62 @@ def test_the_examples_load():
     assert remote.oracle.kind == "endpoint" and remote.oracle.endpoint == "tcp://127.0.0.1:5555"
 
 
+def test_git_ignores_secret_keys_and_run_folders():
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    paths = ["keys/server.key_secret", "examples/keys/client.key_secret", "somewhere/alice.key_secret",
+             "examples/runs/quickstart/result.json"]
+    done = subprocess.run(["git", "check-ignore", *paths], cwd=ROOT, capture_output=True, text=True)
+    assert done.stdout.split() == paths
+
+
+def _block_with(command: str) -> list[str]:
+    """The lines of the README's code block that shows ``command``."""
+    for block in re.findall(r"```([a-z]*)\n(.*?)```", README.read_text(), flags=re.S):
+        lines = [line.strip() for line in block[1].splitlines() if line.strip()]
+        if any(line.startswith(command) for line in lines):
+            return lines
+    raise AssertionError(f"the README shows no `{command}`")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not __import__("zmq").has("curve"), reason="libzmq without CURVE")
+def test_the_readme_curvezmq_steps_work_as_written(tmp_path):
+    """Run in a copy of examples/ from the top folder, on a free port instead of 5555."""
+    shutil.copytree(ROOT / "examples", tmp_path / "examples",
+                    ignore=shutil.ignore_patterns("runs", "keys", "__pycache__"))
+    port = str(_free_port())
+    experiment = tmp_path / "examples" / "remote_curve.yaml"
+    experiment.write_text(experiment.read_text().replace("5555", port))
+    steps = [shlex.split(line.replace("5555", port)) for line in _block_with("rcvgp keys")]
+    assert [words[:2] for words in steps] == [["rcvgp", "keys"], ["rcvgp", "serve"], ["rcvgp", "run"]]
+    rcvgp = [sys.executable, "-m", "rcvgp"]
+    keys = subprocess.run(rcvgp + steps[0][1:], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert keys.returncode == 0, keys.stderr
+    server = subprocess.Popen(rcvgp + steps[1][1:] + ["--quiet"], cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        ready = server.stdout.readline()
+        assert "CURVE" in ready, ready + server.stderr.read()  # type: ignore[union-attr]
+        run = subprocess.run(rcvgp + steps[2][1:] + ["--quiet"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=600)
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+    assert run.returncode == 0, run.stderr
+    assert "expression" in run.stdout
+    assert (tmp_path / "examples" / "runs" / "remote_curve" / "result.json").exists()
+
+
 @pytest.mark.integration
 def test_the_api_example_runs():
     done = subprocess.run([sys.executable, str(ROOT / "examples" / "api_example.py")], capture_output=True,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rcvgp.config import experiment_from_dict, load_experiment
-from rcvgp.errors import ConfigError
+from rcvgp.errors import ConfigError, OracleTimeout
 from rcvgp.journal import read_journal
 from rcvgp.runner import build_oracle, format_summary, run_experiment, write_atomic
 from rcvgp.simulate import SimulatedOracle
@@ -66,6 +66,30 @@ def test_a_new_run_moves_the_earlier_one_aside(write_experiment, tmp_path):
     run(path)
     assert (tmp_path / "runs" / "tiny.1" / "result.json").exists()
     assert (tmp_path / "runs" / "tiny" / "result.json").exists()
+
+
+def test_a_folder_moved_aside_names_itself_and_resumes_there(write_experiment, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = write_experiment()
+    first = run(path)
+    run(path)
+    moved = tmp_path / "runs" / "tiny.1"
+    data = json.loads((moved / "result.json").read_text())
+    assert data["output"] == str(moved) and data["journal"]["path"] == str(moved / "journal.jsonl")
+    assert data["expression"] == first.data["expression"]
+    assert "results      runs/tiny.1/result.json" in (moved / "summary.txt").read_text()
+    settings = load_experiment(moved / "experiment.yaml")
+    assert settings.output == moved and settings.fingerprint() == first.config.fingerprint()
+    again = run_experiment(settings, resume=True, notes=None, handle_signals=False)  # resumes the moved run
+    assert again.output == moved and again.journal.live_points == 0
+    assert again.journal.replayed_points == first.data["points_measured"]
+
+
+def test_resume_without_a_run_to_resume_is_an_error_saying_how_to_start_one(write_experiment, tmp_path):
+    with pytest.raises(ConfigError, match=r"--resume: there is no run to resume in .*runs/tiny \(no journal\.jsonl\); "
+                                          r"to start a new run there, run the same command without --resume"):
+        run(write_experiment(), resume=True)
+    assert not (tmp_path / "runs").exists()
 
 
 def test_a_stop_request_saves_the_best_so_far(write_experiment, tmp_path):
@@ -135,11 +159,13 @@ def test_build_oracle_makes_simulated_oracles_with_their_truth(write_experiment,
     assert build_oracle(catalog).describe().name == "sim:sincos-3-2-2/1"
 
 
-def test_an_unreachable_endpoint_is_a_config_error_naming_the_key(tmp_path, monkeypatch):
+def test_an_unreachable_endpoint_is_a_timeout_naming_the_key_and_the_cause(tmp_path, monkeypatch):
     path = tmp_path / "remote.yaml"
     path.write_text("oracle: {endpoint: 'tcp://127.0.0.1:9', timeout: 0.2, deadline: 0.5}\n")
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ConfigError, match=r"^remote\.yaml: oracle\.endpoint: no answer from tcp://127\.0\.0\.1:9"):
+    with pytest.raises(OracleTimeout, match=r"^remote\.yaml: oracle\.endpoint: no answer from tcp://127\.0\.0\.1:9 "
+                                            r"within 0\.5 s: nothing is listening there \(connection refused\); "
+                                            r"start the server"):
         run_experiment(load_experiment("remote.yaml"), notes=None, handle_signals=False)
     assert not (tmp_path / "runs").exists()  # nothing written for a run that never started
 
@@ -170,9 +196,69 @@ def test_summary_reads_well():
     assert "1,234 points in 5 requests (2 unmeasurable)" in text and "1,000 points replayed" in text
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_results_follow_the_umask_like_the_journal(write_experiment, tmp_path, umask):
+    import os
+
+    old = os.umask(umask)
+    try:
+        report = run(write_experiment())
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in report.output.iterdir()}
+    assert modes == dict.fromkeys(["journal.jsonl", "result.json", "summary.txt", "experiment.yaml"], 0o666 & ~umask)
+
+
 def test_write_atomic_replaces_whole_files_and_leaves_no_temporary(tmp_path):
     target = tmp_path / "result.json"
     write_atomic(target, "old")
     write_atomic(target, "new")
     assert target.read_text() == "new"
     assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+def _stop_at(n):
+    """A progress callback that asks the search to stop at its n-th report (as Ctrl-C does)."""
+    calls = []
+
+    def progress(p):
+        calls.append(p)
+        return len(calls) >= n
+
+    return progress
+
+
+@pytest.mark.parametrize("stop_at", [1, 2, 3])  # the tiny run reports 3 times
+def test_an_interrupted_run_resumes_to_the_uninterrupted_result_measuring_nothing_twice(write_experiment, tmp_path,
+                                                                                         stop_at):
+    path = write_experiment()
+    full = run_experiment(load_experiment(path, overrides={"output": str(tmp_path / "full")}), notes=None,
+                          handle_signals=False)
+    stopped = run(path, progress=_stop_at(stop_at))
+    assert stopped.interrupted
+    resumed = run(path, resume=True)
+    for key in ("expression", "nmse_test", "test_metrics", "schedule", "points_measured", "requests", "exact",
+                "stopped", "hall_of_fame"):
+        assert resumed.data[key] == full.data[key], key
+    _, records, _ = read_journal(tmp_path / "runs" / "tiny" / "journal.jsonl")
+    asked = [r["X"] for r in records]
+    assert len(set(asked)) == len(asked)  # no set of points was measured twice
+    assert resumed.journal.replayed_points + resumed.journal.live_points == full.data["points_measured"]
+    assert resumed.journal.replayed_points > 0
+
+
+@pytest.mark.skipif(not __import__("zmq").has("curve"), reason="libzmq without CURVE")
+def test_a_curve_server_without_a_key_in_the_experiment_names_the_key_to_set(write_experiment, tmp_path):
+    import zmq.auth
+
+    from rcvgp.transport.server import OracleServer
+
+    zmq.auth.create_certificates(str(tmp_path), "server")
+    served = SimulatedOracle.from_expression("x0 + 1", [{"name": "x0", "low": 0.1, "high": 10}])
+    with OracleServer(served, "tcp://127.0.0.1:*", curve_secret_key=tmp_path / "server.key_secret") as server:
+        path = write_experiment(oracle={"endpoint": server.endpoint, "expression": None, "variables": None,
+                                        "timeout": 0.3, "deadline": 1})
+        with pytest.raises(OracleTimeout, match=r"the server wants CurveZMQ encryption and this client has no server "
+                                                r"key; set `oracle\.server_key` to the server's public key file"):
+            run(path)
+    assert served.points_measured == 0

@@ -156,17 +156,32 @@ def discover_command(args: argparse.Namespace) -> int:
     return _run(config, args)
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    """Which file is at ``path`` (device and inode), None if none."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _run(config: Any, args: argparse.Namespace) -> int:
     from rcvgp.cli import ExitCode
+    from rcvgp.journal import JOURNAL_NAME
     from rcvgp.runner import ProgressPrinter, format_summary, run_experiment
 
     progress = None if args.quiet else ProgressPrinter(sys.stderr)
+    journal = Path(config.output) / JOURNAL_NAME
+    before = _identity(journal)
     try:
         report = run_experiment(config, resume=args.resume, progress=progress,
                                 notes=None if args.quiet else sys.stderr)
     except OracleError:
-        print(f"rcvgp: every measurement so far is in {Path(config.output) / 'journal.jsonl'}; "
-              "once the oracle is fixed, run the same command again with --resume", file=sys.stderr)
+        # Only a journal this run wrote to can be resumed (an endpoint that never answered
+        # leaves nothing, and an earlier run's journal is not this one's).
+        if journal.exists() and (args.resume or _identity(journal) != before):
+            print(f"rcvgp: every measurement so far is in {journal}; once the oracle is fixed, run the same "
+                  f"command again{'' if args.resume else ' with --resume'}", file=sys.stderr)
         raise
     if args.json:
         print(json.dumps(report.data, allow_nan=False))

@@ -9,16 +9,24 @@ Because the server answers a repeated ``measure`` id from its reply cache, a ret
 measures twice. Error replies become typed exceptions (:class:`~rcvgp.errors.RemoteError`,
 :class:`RemoteOutOfLimits`), no reply within the deadline becomes
 :class:`~rcvgp.errors.OracleTimeout`; a changed ``server_session`` is noticed as a restart.
+
+:class:`ZmqOracle` reaches the network only through a :class:`BaseChannel`: :class:`Channel` is
+the ZeroMQ one, :class:`MockChannel` answers from a function, so the client's logic is tested
+without a socket. Every ``zmq.ZMQError`` is turned into our own errors at one place
+(:func:`_zmq_errors`).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import math
 import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -28,7 +36,7 @@ from rcvgp.errors import ConfigError, OracleError, OracleTimeout, ProtocolError,
 from rcvgp.oracle import DataOracle, OracleSpec, check_reply
 from rcvgp.transport import codec
 
-__all__ = ["Channel", "ZmqOracle", "RemoteOutOfLimits", "remote_error", "diagnose"]
+__all__ = ["BaseChannel", "Channel", "MockChannel", "ZmqOracle", "RemoteOutOfLimits", "remote_error", "diagnose"]
 
 log = logging.getLogger("rcvgp.transport.client")
 
@@ -52,7 +60,175 @@ def _load_public_key(key: str | bytes | os.PathLike[str]) -> bytes:
     return pub
 
 
-class Channel:
+# A connect() that fails with one of these was given an unusable address (a user mistake).
+_ADDRESS_ERRNOS = {errno.EINVAL, errno.EPROTONOSUPPORT, errno.ENODEV, getattr(zmq, "ENOCOMPATPROTO", -1)}
+
+
+@contextmanager
+def _zmq_errors(address: str, action: str) -> Iterator[None]:
+    """The one place where a raw ``zmq.ZMQError`` becomes one of ours: :class:`ConfigError` for an
+    address that ``connect`` refuses, :class:`OracleError` for anything else."""
+    try:
+        yield
+    except zmq.ZMQError as exc:
+        if action == "connect" and exc.errno in _ADDRESS_ERRNOS:
+            raise ConfigError(
+                f"cannot connect to {address!r}: {zmq.strerror(exc.errno)}; write the endpoint as tcp://HOST:PORT "
+                "(e.g. tcp://127.0.0.1:5555) or ipc:///path/to/socket"
+            ) from exc
+        raise OracleError(f"{address}: {action} failed: {zmq.strerror(exc.errno)}") from exc
+
+
+class BaseChannel:
+    """What :class:`ZmqOracle` needs from the network: one request's frames out, the frames of
+    the reply with the same id back, within a deadline.
+
+    Subclasses implement :meth:`exchange` (and :meth:`close` if they hold resources).
+    """
+
+    address: str = ""
+
+    def exchange(
+        self,
+        frames: Sequence[Any],
+        request_id: str | None,
+        *,
+        timeout: float,
+        deadline: float | None,
+        backoff: float = 1.5,
+        max_timeout: float = 60.0,
+    ) -> list[bytes]:
+        """Send ``frames`` and return the reply's frames; see :meth:`Channel.exchange`.
+
+        Raises
+        ------
+        OracleTimeout
+            No matching reply before the deadline.
+        """
+        raise NotImplementedError
+
+    def diagnosis(self) -> tuple[str, str]:
+        """``(kind, text)``: why the last request got no reply, as far as the channel can tell."""
+        return "unknown", "no reply"
+
+    def close(self) -> None:
+        """Release what the channel holds; it cannot be used afterwards."""
+
+    def __enter__(self) -> BaseChannel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class MockChannel(BaseChannel):
+    """A channel that answers from a function instead of a server (tests, notebooks).
+
+    Parameters
+    ----------
+    handler : callable
+        ``handler(request) -> frames``: given the decoded request (a :class:`~rcvgp.transport.codec.Message`),
+        the frames of the reply (e.g. from :func:`~rcvgp.transport.codec.make_reply`), or None for a
+        reply that never comes (the exchange then raises :class:`~rcvgp.errors.OracleTimeout` at
+        once, as a real channel would at its deadline).
+    address : str
+        Shown in messages.
+
+    Attributes
+    ----------
+    requests : list of dict
+        The header of every request exchanged, in order.
+    """
+
+    def __init__(self, handler: Callable[[codec.Message], Sequence[Any] | None], address: str = "mock://") -> None:
+        self.handler = handler
+        self.address = address
+        self.requests: list[dict[str, Any]] = []
+        self.closed = False
+
+    def exchange(
+        self,
+        frames: Sequence[Any],
+        request_id: str | None,
+        *,
+        timeout: float,
+        deadline: float | None,
+        backoff: float = 1.5,
+        max_timeout: float = 60.0,
+    ) -> list[bytes]:
+        if self.closed:
+            raise OracleError(f"the connection to {self.address} is closed")
+        request = codec.decode([bytes(f) for f in frames])
+        self.requests.append(request.header)
+        reply = self.handler(request)
+        if reply is None:
+            raise OracleTimeout(f"no reply from {self.address} (request id {request_id})")
+        return [bytes(f) for f in reply]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _Link:
+    """What a socket monitor saw of the connection since the last reply: enough to tell why a
+    server does not answer (nothing listening, a CURVE key refused, a silent server...)."""
+
+    # libzmq >= 4.3 reports handshake failures; older ones only connects and disconnects.
+    _FAILED_AUTH = getattr(zmq, "EVENT_HANDSHAKE_FAILED_AUTH", 0)
+    _FAILED_PROTOCOL = getattr(zmq, "EVENT_HANDSHAKE_FAILED_PROTOCOL", 0)
+    _FAILED_NO_DETAIL = getattr(zmq, "EVENT_HANDSHAKE_FAILED_NO_DETAIL", 0)
+    _SUCCEEDED = getattr(zmq, "EVENT_HANDSHAKE_SUCCEEDED", 0)
+    _MISMATCH = getattr(zmq, "PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH", -1)
+
+    def __init__(self, curve: bool) -> None:
+        self.curve = curve
+        self.seen: set[str] = set()
+        self.up = False  # the current socket has a connection that passed the handshake
+        self.answered = False  # a reply has come through this channel
+
+    def observe(self, event: int, value: int) -> None:
+        if event == zmq.EVENT_CONNECT_RETRIED:
+            self.seen.add("retried")
+        elif event == zmq.EVENT_CONNECTED:
+            self.seen.add("connected")
+        elif event == zmq.EVENT_DISCONNECTED:
+            self.up = False
+        elif event == self._SUCCEEDED and event:
+            self.seen.add("ready")
+            self.up = True
+        elif event == self._FAILED_AUTH and event:
+            self.seen.add("client-refused")
+        elif event == self._FAILED_PROTOCOL and event:
+            self.seen.add("mechanism" if value == self._MISMATCH else "not-zmq")
+        elif event == self._FAILED_NO_DETAIL and event:
+            self.seen.add("bad-server-key" if self.curve else "handshake")
+
+    def diagnosis(self) -> tuple[str, str]:
+        """``(kind, text)``: the likeliest reason for no reply, from what was seen."""
+        seen = self.seen
+        if "client-refused" in seen:
+            return "client-refused", "the server refused this client's CURVE key (not in its allow-list, --curve-clients)"
+        if "mechanism" in seen:
+            if self.curve:
+                return "no-curve", "the server does not use CurveZMQ encryption, but this client was given a server key"
+            return "needs-curve", "the server wants CurveZMQ encryption and this client has no server key"
+        if "bad-server-key" in seen:
+            return "bad-server-key", ("the CurveZMQ handshake failed: the server key this client has is not the "
+                                      "server's public key")
+        if "not-zmq" in seen:
+            return "not-zmq", "something listens there, but it does not speak ZeroMQ"
+        if "handshake" in seen:
+            return "handshake", "the connection opens but the ZeroMQ handshake fails"
+        if "ready" in seen or self.up:
+            return "silent", "connected, but the server has not answered (a long measurement, or a busy or hung server?)"
+        if "connected" in seen:
+            return "handshake", "the connection opens but the ZeroMQ handshake does not complete"
+        if "retried" in seen:
+            return "refused", "nothing is listening there (connection refused)"
+        return "unreachable", "no connection yet (is the host reachable, or does a firewall drop the packets?)"
+
+
+class Channel(BaseChannel):
     """A lazy-pirate request channel to one endpoint (frames in, frames out, no interpretation).
 
     Parameters
@@ -64,7 +240,19 @@ class Channel:
     curve_client_key : path, optional
         This client's key pair file (``*.key_secret``); a fresh key pair is made when omitted
         and ``curve_server_key`` is given (fine when the server accepts any client).
+    on_wait : callable, optional
+        Called with a line of text while no reply comes and the server was never heard or the
+        connection is down (first after ``first_note`` seconds, then every ``note_every``): what
+        the socket monitor tells of the connection, and when the channel gives up.
+
+    Attributes
+    ----------
+    reconnects : int
+        Sockets replaced after a timeout.
     """
+
+    first_note = 2.0
+    note_every = 10.0
 
     def __init__(
         self,
@@ -72,6 +260,7 @@ class Channel:
         *,
         curve_server_key: str | bytes | os.PathLike[str] | None = None,
         curve_client_key: str | os.PathLike[str] | None = None,
+        on_wait: Callable[[str], None] | None = None,
     ) -> None:
         if not isinstance(address, str) or "://" not in address:
             raise ConfigError(f"address must be a ZeroMQ endpoint such as tcp://127.0.0.1:5555, got {address!r}")
@@ -92,29 +281,72 @@ class Channel:
             raise ConfigError("curve_client_key needs curve_server_key (the server's public key)")
         self._ctx: zmq.Context[Any] | None = zmq.Context()
         self._sock: zmq.Socket[Any] | None = None
+        self._monitor: zmq.Socket[Any] | None = None
+        self._link = _Link(self._curve is not None)
+        self.on_wait = on_wait
         self.reconnects = 0
 
     def _open(self) -> zmq.Socket[Any]:
-        sock = self._open_unconnected()
-        sock.connect(self.address)
-        return sock
-
-    def _open_unconnected(self) -> zmq.Socket[Any]:
         if self._ctx is None:
             raise OracleError(f"the connection to {self.address} is closed")
-        sock = self._ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RECONNECT_IVL, 100)
-        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
-        if self._curve is not None:
-            sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = self._curve
+        with _zmq_errors(self.address, "socket"):
+            sock = self._ctx.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.RECONNECT_IVL, 100)
+            sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+            if self._curve is not None:
+                sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = self._curve
+        try:
+            with _zmq_errors(self.address, "monitor"):
+                self._monitor = sock.get_monitor_socket()
+            with _zmq_errors(self.address, "connect"):
+                sock.connect(self.address)
+        except BaseException:
+            self._sock = sock
+            self._close_socket()
+            raise
         return sock
+
+    def _close_socket(self) -> None:
+        if self._sock is None:
+            return
+        self._watch()
+        if self._monitor is not None:
+            try:
+                self._sock.disable_monitor()
+            except zmq.ZMQError:  # pragma: no cover - already stopped
+                pass
+            self._monitor.close(0)
+            self._monitor = None
+        self._sock.close(0)
+        self._sock = None
+        self._link.up = False
 
     def _reset(self) -> None:
         if self._sock is not None:
-            self._sock.close(0)
-            self._sock = None
+            self._close_socket()
             self.reconnects += 1
+
+    def _watch(self) -> None:
+        """Read the monitor's events that are waiting."""
+        from zmq.utils.monitor import recv_monitor_message
+
+        while self._monitor is not None and self._monitor.poll(0):
+            try:
+                event = recv_monitor_message(self._monitor, zmq.NOBLOCK)
+            except zmq.ZMQError:  # pragma: no cover - raced with a close
+                return
+            self._link.observe(int(event["event"]), int(event["value"]))
+
+    def diagnosis(self) -> tuple[str, str]:
+        """``(kind, text)``: why the last request got no reply, as far as the socket monitor tells.
+
+        ``kind`` is one of ``refused`` (nothing listening), ``unreachable``, ``needs-curve``,
+        ``no-curve``, ``bad-server-key``, ``client-refused``, ``not-zmq``, ``handshake``,
+        ``silent`` (connected, no answer).
+        """
+        self._watch()
+        return self._link.diagnosis()
 
     def exchange(
         self,
@@ -141,35 +373,64 @@ class Channel:
         start = time.monotonic()
         wait = float(timeout)
         attempt = 0
+        self._link.seen.clear()
+        next_note = start + self.first_note
+
+        def note() -> float:
+            """Say why we wait, when it is time and worth it; seconds until the next note."""
+            nonlocal next_note
+            now = time.monotonic()
+            if now < next_note:
+                return next_note - now
+            next_note = now + self.note_every
+            left = math.inf if deadline is None else deadline - (now - start)
+            if self.on_wait is not None and not (self._link.answered and self._link.up) and left >= 1:
+                until = "" if deadline is None else f", giving up in {math.ceil(left)} s"
+                self.on_wait(f"waiting for {self.address}: {self.diagnosis()[1]} (no answer yet{until})")
+            return self.note_every
+
         while True:
             attempt += 1
             if self._sock is None:
                 self._sock = self._open()
-            self._sock.send_multipart([b"", *frames], copy=False)
+            with _zmq_errors(self.address, "send"):
+                self._sock.send_multipart([b"", *frames], copy=False)
             remaining = None if deadline is None else deadline - (time.monotonic() - start)
             this_wait = wait if remaining is None else max(0.0, min(wait, remaining))
-            reply = self._receive(request_id, this_wait)
+            reply = self._receive(request_id, this_wait, note)
             if reply is not None:
+                self._link.answered = True
                 return reply
+            kind, why = self.diagnosis()
             self._reset()  # lazy pirate: a lost reply leaves nothing behind
             elapsed = time.monotonic() - start
             if deadline is not None and elapsed >= deadline - 1e-3:
                 raise OracleTimeout(
                     f"no reply from {self.address} within {elapsed:.1f} s ({attempt} attempt(s), "
-                    f"request id {request_id}); is the server running and reachable"
-                    + (", and does it accept this client's CURVE key?" if self._curve else "?")
+                    f"request id {request_id}): {why}"
                 )
-            log.info("no reply from %s in %.1f s (attempt %d); retrying with request id %s", self.address, this_wait, attempt, request_id)
+            log.info("no reply from %s in %.1f s (attempt %d: %s); retrying with request id %s", self.address,
+                     this_wait, attempt, kind, request_id)
             wait = min(wait * backoff, max_timeout)
 
-    def _receive(self, request_id: str | None, wait: float) -> list[bytes] | None:
+    def _receive(self, request_id: str | None, wait: float, note: Callable[[], float]) -> list[bytes] | None:
         assert self._sock is not None
+        poller = zmq.Poller()
+        poller.register(self._sock, zmq.POLLIN)
+        if self._monitor is not None:
+            poller.register(self._monitor, zmq.POLLIN)
         end = time.monotonic() + wait
         while True:
             left = end - time.monotonic()
-            if left <= 0 or not self._sock.poll(max(1, int(left * 1000)), zmq.POLLIN):
+            if left <= 0:
                 return None
-            msg = self._sock.recv_multipart()
+            with _zmq_errors(self.address, "receive"):
+                ready = dict(poller.poll(max(1, int(min(left, note()) * 1000))))
+                if self._monitor is not None and self._monitor in ready:
+                    self._watch()
+                if self._sock not in ready:
+                    continue
+                msg = self._sock.recv_multipart()
             body = msg[1:] if msg and msg[0] == b"" else msg
             if request_id is None:
                 return body
@@ -183,18 +444,13 @@ class Channel:
 
     def close(self) -> None:
         """Close the socket (LINGER 0: never hangs) and the context."""
-        if self._sock is not None:
-            self._sock.close(0)
-            self._sock = None
+        self._close_socket()
         if self._ctx is not None:
             self._ctx.term()
             self._ctx = None
 
     def __enter__(self) -> Channel:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class ZmqOracle(DataOracle):
@@ -220,6 +476,12 @@ class ZmqOracle(DataOracle):
         CurveZMQ keys, see :class:`Channel`.
     client_name : str
         Sent in ``hello``, shown in server logs.
+    channel : BaseChannel, optional
+        Carry the requests through this channel instead of a :class:`Channel` to ``address``
+        (e.g. a :class:`MockChannel` in tests); the oracle closes it.
+    on_wait : callable, optional
+        Called with a line of text while a request waits for a server that never answered or
+        whose connection is down (see :class:`Channel`); e.g. to print it.
 
     Attributes
     ----------
@@ -243,6 +505,8 @@ class ZmqOracle(DataOracle):
         curve_server_key: str | bytes | os.PathLike[str] | None = None,
         curve_client_key: str | os.PathLike[str] | None = None,
         client_name: str = "rcvgp.ZmqOracle",
+        channel: BaseChannel | None = None,
+        on_wait: Callable[[str], None] | None = None,
     ) -> None:
         if not timeout > 0:
             raise ConfigError(f"`timeout` must be > 0 seconds, got {timeout!r}")
@@ -255,7 +519,9 @@ class ZmqOracle(DataOracle):
         self.max_timeout = float(max_timeout)
         self.session = session or uuid.uuid4().hex
         self.client_name = client_name
-        self._channel = Channel(address, curve_server_key=curve_server_key, curve_client_key=curve_client_key)
+        self._channel: BaseChannel = channel if channel is not None else Channel(
+            address, curve_server_key=curve_server_key, curve_client_key=curve_client_key, on_wait=on_wait
+        )
         self._counter = 0
         self._spec: OracleSpec | None = None
         self.server_info: dict[str, Any] = {}
@@ -294,7 +560,7 @@ class ZmqOracle(DataOracle):
         rid = request_id or self.next_id()
         dl = self.deadline if deadline == "default" else deadline
         # A measure this client has given up on must not reach the rig later (protocol 1.1).
-        expires_in = float(dl) if op == "measure" and dl is not None else None
+        expires_in = float(dl) if op == "measure" and dl is not None else None  # type: ignore[arg-type]
         frames = codec.make_request(op, rid, self.session, params, arrays, expires_in=expires_in)
         start = time.monotonic()
         self.requests += 1
@@ -388,15 +654,25 @@ class ZmqOracle(DataOracle):
         return X
 
     def measure(self, X: np.ndarray) -> np.ndarray:
-        X = self._points(X)
-        message = self.request("measure", {}, {"X": X})
-        return self._y(message, X.shape[0])
+        return self.measure_with_id(X, None)[1]
 
     def measure_readback(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.measure_with_id(X, None, readback=True)
+
+    def measure_with_id(
+        self, X: np.ndarray, request_id: str | None, *, readback: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Measure under a request id the caller chose; returns (X reached, y).
+
+        The server answers a ``measure`` whose (session, id) it has seen from its reply cache, so
+        a caller that keeps :attr:`session` and the id of a request in flight when it was killed
+        gets that request's answer on retry, without measuring again (the run journal does).
+        Without ``readback`` the X returned is a copy of the X asked.
+        """
         X = self._points(X)
-        message = self.request("measure", {"readback": True}, {"X": X})
+        message = self.request("measure", {"readback": True} if readback else {}, {"X": X}, request_id=request_id)
         y = self._y(message, X.shape[0])
-        Xr = message.arrays.get("X_reached")
+        Xr = message.arrays.get("X_reached") if readback else None
         if Xr is None:
             return X.copy(), y
         Xr = np.array(Xr, dtype=np.float64)
@@ -418,11 +694,19 @@ class ZmqOracle(DataOracle):
         """The server's state (idle or measuring) and counters."""
         return dict(self.request("status").header.get("result") or {})
 
+    def diagnosis(self) -> tuple[str, str]:
+        """``(kind, text)``: why the last request got no reply (see :meth:`Channel.diagnosis`)."""
+        return self._channel.diagnosis()
+
     def close(self) -> None:
         self._channel.close()
 
     def __repr__(self) -> str:
         return f"ZmqOracle({self.address!r}, session={self.session!r})"
+
+
+#: What a socket monitor can tell for sure: no need to wait for a reply any longer.
+_DEFINITE = {"refused", "client-refused", "needs-curve", "no-curve", "bad-server-key", "not-zmq"}
 
 
 def diagnose(
@@ -434,56 +718,29 @@ def diagnose(
 ) -> str | None:
     """Why nothing answers at ``address``, or None when a ``ping`` gets a reply.
 
-    Sends one ``ping`` on a monitored socket and reads ZeroMQ's connection events, so it can
-    tell a refused connection, a server that wants CURVE keys (or does not speak CURVE), a
-    refused client key and a server that accepts the connection but does not answer. It
-    returns as soon as one of those is known, and after ``timeout`` seconds at the latest.
+    Sends one ``ping`` on a :class:`Channel` and reads its socket monitor (the same reading of
+    ZeroMQ's events as :meth:`Channel.diagnosis`), returning as soon as the events settle it (a
+    refused connection, a server that wants CURVE keys or refuses this client's) and after
+    ``timeout`` seconds at the latest.
     """
-    from zmq.utils.monitor import recv_monitor_message
-
-    channel = Channel(address, curve_server_key=curve_server_key, curve_client_key=curve_client_key)
-    assert channel._ctx is not None
-    sock = channel._open_unconnected()
-    monitor = sock.get_monitor_socket()
-    rid = "diagnose-" + uuid.uuid4().hex[:8]
-    connected = handshaken = False
-    reason: str | None = "no reply"
-    try:
-        sock.connect(address)
-        sock.send_multipart([b"", *codec.make_request("ping", rid, "diagnose-" + uuid.uuid4().hex)], copy=False)
-        end = time.monotonic() + timeout
+    with Channel(address, curve_server_key=curve_server_key, curve_client_key=curve_client_key) as channel:
+        sock = channel._sock = channel._open()
+        rid = "diagnose-" + uuid.uuid4().hex[:8]
+        with _zmq_errors(address, "send"):
+            sock.send_multipart([b"", *codec.make_request("ping", rid, "diagnose-" + uuid.uuid4().hex)], copy=False)
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
-        poller.register(monitor, zmq.POLLIN)
+        assert channel._monitor is not None
+        poller.register(channel._monitor, zmq.POLLIN)
+        end = time.monotonic() + timeout
         while (left := end - time.monotonic()) > 0:
-            events = dict(poller.poll(max(1, int(left * 1000))))
-            if sock in events:
-                sock.recv_multipart()
-                return None
-            if monitor not in events:
-                continue
-            event = zmq.Event(recv_monitor_message(monitor)["event"])
-            if event == zmq.EVENT_CONNECTED:
-                connected = True
-            elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                handshaken = True
-            elif event == zmq.EVENT_CONNECT_RETRIED and not connected:
-                return "nothing accepts connections there (connection refused, or no such ipc socket)"
-            elif event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
-                return "the server refused this client's CURVE key (not in its allow-list; see --curve-client-key)"
-            elif event in (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
-                if channel._curve is None:
-                    return "the security handshake failed: the server wants CURVE keys (give --curve-server-key)"
-                return "the CURVE handshake failed: the server does not speak CURVE, or its public key is another"
-        if handshaken:
-            reason = f"the server accepted the connection but did not answer a ping within {timeout:g} s"
-        elif connected:
-            reason = f"the connection opened but its handshake did not finish within {timeout:g} s"
-        else:
-            reason = f"no connection within {timeout:g} s (is the host reachable?)"
-        return reason
-    finally:
-        sock.disable_monitor()
-        monitor.close(0)
-        sock.close(0)
-        channel.close()
+            with _zmq_errors(address, "receive"):
+                ready = dict(poller.poll(max(1, int(left * 1000))))
+                if sock in ready:
+                    sock.recv_multipart()
+                    return None
+            kind, why = channel.diagnosis()
+            if kind in _DEFINITE:
+                return why
+        return channel.diagnosis()[1]
+

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from wire_helpers import SPEC, CountingFn, FakeServer, hello_result, in_limits, reply
-from rcvgp.errors import OracleError, OracleTimeout, OutOfLimitsError, ProtocolError, RemoteError
+from rcvgp.errors import ConfigError, OracleError, OracleTimeout, OutOfLimitsError, ProtocolError, RemoteError
 from rcvgp.oracle import CallableOracle
 from rcvgp.transport import codec
-from rcvgp.transport.client import Channel, RemoteOutOfLimits, ZmqOracle
+from rcvgp.transport.client import Channel, MockChannel, RemoteOutOfLimits, ZmqOracle
 from rcvgp.transport.server import OracleServer
 
 
@@ -155,3 +155,50 @@ def test_malformed_reply_is_a_protocol_error() -> None:
     with FakeServer(lambda header, n: [b"not json"]) as fake, ZmqOracle(fake.endpoint, timeout=2, deadline=5) as remote:
         with pytest.raises(ProtocolError, match="malformed reply"):
             remote.ping()
+
+
+# -- the channel seam: the client's logic without a socket -----------------------------------------
+
+
+def _mock_server(fail_first_measure: bool = False) -> MockChannel:
+    """A MockChannel that answers hello and measure like a server of SPEC (y = row index)."""
+
+    def handler(request: codec.Message) -> Any:
+        header = request.header
+        if header["op"] == "hello":
+            return reply(header, hello_result())
+        if header["op"] == "measure":
+            if fail_first_measure and len([h for h in channel.requests if h["op"] == "measure"]) == 1:
+                return [bytes(f) for f in codec.make_error("RIG_FAULT", "lamp out", request=header,
+                                                            server_session="fake-session")]
+            n = request.arrays["X"].shape[0]
+            return reply(header, {"n_rows": n}, {"y": np.arange(n, dtype=float)})
+        return reply(header, {})
+
+    channel = MockChannel(handler)
+    return channel
+
+
+def test_a_mock_channel_carries_the_clients_requests_without_a_socket() -> None:
+    channel = _mock_server()
+    with ZmqOracle("tcp://127.0.0.1:1", channel=channel, session="s1") as remote:
+        assert remote.describe() == SPEC
+        assert remote.measure(in_limits(3)).tolist() == [0.0, 1.0, 2.0]
+    assert [h["op"] for h in channel.requests] == ["hello", "measure"]
+    assert {h["session"] for h in channel.requests} == {"s1"}
+    assert channel.closed  # the oracle closes the channel it was given
+
+
+def test_a_mock_channel_turns_error_replies_and_silence_into_typed_errors() -> None:
+    with ZmqOracle("mock://", channel=_mock_server(fail_first_measure=True)) as remote:
+        with pytest.raises(RemoteError, match="lamp out"):
+            remote.measure(in_limits(2))
+    with ZmqOracle("mock://", channel=MockChannel(lambda request: None)) as silent:
+        with pytest.raises(OracleTimeout):
+            silent.ping()
+
+
+def test_an_address_zmq_refuses_is_a_config_error_not_a_raw_zmq_error() -> None:
+    with ZmqOracle("tcp://bad host:5", timeout=0.1, deadline=0.5) as remote:
+        with pytest.raises(ConfigError, match=r"cannot connect to 'tcp://bad host:5'.*tcp://HOST:PORT"):
+            remote.describe()
