@@ -11,6 +11,7 @@ non-finite value, or a reply of the wrong shape, is an :class:`~rcvgp.errors.Ora
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
@@ -85,6 +86,19 @@ class Variable:
         v = np.asarray(values, dtype=float)
         magnitude = v if self.only_positive else np.abs(v)
         return np.isfinite(v) & (magnitude >= self.low) & (magnitude <= self.high)
+
+    def clip(self, values: np.ndarray) -> np.ndarray:
+        """The nearest values inside the support (a value a rounding outside it moves onto its edge)."""
+        v = np.asarray(values, dtype=float)
+        if self.only_positive:
+            return np.clip(v, self.low, self.high)
+        return np.where(v < 0, -1.0, 1.0) * np.clip(np.abs(v), self.low, self.high)
+
+    def scaled(self, factor: float) -> Variable:
+        """The same variable measured in units ``factor`` times larger: limits divided by it, to
+        12 significant digits, so that one range in two units (1e-7/1e-6 and 1e-4/1e-3) gets the
+        very same limits, not two that differ in the last bit."""
+        return dataclasses.replace(self, low=float(f"{self.low / factor:.12g}"), high=float(f"{self.high / factor:.12g}"))
 
     def describe_limits(self) -> str:
         """The support as text, e.g. ``[0.1, 10]`` or ``[-10, -0.1] U [0.1, 10]``."""

@@ -325,15 +325,20 @@ def format_summary(data: dict[str, Any]) -> str:
         steps = [("held " + ", ".join(s)) if s else "none held" for s in schedule]
         lines.append("  schedule     " + " -> ".join(steps))
     equations = data.get("equations") or []
-    for i, eq in enumerate(equations[:_FRONT_SHOWN]):
+    chosen = next((i for i, eq in enumerate(equations) if eq.get("chosen")), 0)
+    # The entries around the law: the simpler ones it was preferred to and the next more complex.
+    start = max(0, min(chosen - _FRONT_SHOWN + 3, len(equations) - _FRONT_SHOWN))
+    shown = equations[start : start + _FRONT_SHOWN]
+    for i, eq in enumerate(shown):
         label = "front" if i == 0 else ""
         mark = "   <- the law" if eq.get("chosen") else ""
         text = str(eq.get("expression"))
         if len(text) > _FRONT_WIDTH:
             text = text[: _FRONT_WIDTH - 3] + "..."
         lines.append(f"  {label:<11}  {eq.get('complexity'):>3} nodes  NMSE {_num(eq.get('nmse_validation')):>8}  {text}{mark}")
-    if len(equations) > _FRONT_SHOWN:
-        lines.append(f"  {'':<11}  ... {len(equations) - _FRONT_SHOWN} more in result.json (equations)")
+    hidden = [f"{n} simpler" for n in [start] if n] + [f"{n} more complex" for n in [len(equations) - start - len(shown)] if n]
+    if hidden:
+        lines.append(f"  {'':<11}  ({' and '.join(hidden)} in result.json, equations)")
     failed = data.get("points_failed") or 0
     lines.append(
         f"  measured     {data.get('points_measured', 0):,} points in {data.get('requests', 0):,} requests"

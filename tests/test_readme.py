@@ -114,7 +114,7 @@ def test_the_readme_curvezmq_steps_work_as_written(tmp_path):
         server.terminate()
         server.communicate(timeout=30)
     assert run.returncode == 0, run.stderr
-    assert "expression" in run.stdout
+    assert "test data" in run.stdout and "schedule" in run.stdout
     assert (tmp_path / "examples" / "runs" / "remote_curve" / "result.json").exists()
 
 

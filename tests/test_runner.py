@@ -238,7 +238,7 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result_measuring_nothin
     assert stopped.interrupted
     resumed = run(path, resume=True)
     for key in ("expression", "nmse_test", "test_metrics", "schedule", "points_measured", "requests", "exact",
-                "stopped", "hall_of_fame"):
+                "stopped", "equations"):
         assert resumed.data[key] == full.data[key], key
     _, records, _ = read_journal(tmp_path / "runs" / "tiny" / "journal.jsonl")
     asked = [r["X"] for r in records]

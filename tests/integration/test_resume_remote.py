@@ -31,7 +31,7 @@ EXPERIMENT: dict[str, Any] = {
     "output": "runs/remote",
 }
 SAME = ("expression", "nmse_test", "test_metrics", "exact", "schedule", "points_measured", "requests", "stopped",
-        "hall_of_fame")
+        "equations")
 
 
 class Server:
