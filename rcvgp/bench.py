@@ -60,6 +60,7 @@ __all__ = [
     "select_benchmarks",
     "run_task",
     "judge_exact",
+    "judge_form",
     "run_benchmark",
     "pending_tasks",
     "read_records",
@@ -76,14 +77,14 @@ SUMMARY_CSV_NAME = "summary.csv"
 
 #: The fields of a run record, in the order of ``runs.csv``.
 RECORD_FIELDS = (
-    "id", "group", "method", "seed", "nmse_test", "nmse_floor", "exact", "points", "requests", "points_failed",
+    "id", "group", "method", "seed", "nmse_test", "nmse_floor", "exact", "form", "points", "requests", "points_failed",
     "wall_seconds", "cpu_seconds", "stopped", "timed_out", "expression", "schedule", "noise", "rescale",
     "time_cap", "settings",
 )  # fmt: skip
 
 #: The fields of a summary row, in the order of ``summary.csv``.
 SUMMARY_FIELDS = (
-    "group", "method", "n", "nmse_median", "nmse_q75", "floor_median", "exact_rate", "n_exact", "wall_median",
+    "group", "method", "n", "nmse_median", "nmse_q75", "floor_median", "exact_rate", "n_exact", "n_form", "wall_median",
     "cpu_median", "points_median", "timed_out", "errors", "paper_median", "paper_q75",
 )  # fmt: skip
 
@@ -307,6 +308,7 @@ def run_task(task: BenchTask) -> dict[str, Any]:
                             progress=lambda _p: _STOP.is_set())
         cpu_seconds = time.thread_time() - cpu_start
     exact = judge_exact(result.best.sympy_expr, bench.id, rescale=powers)
+    form = exact or judge_form(result.best.sympy_expr, bench.id, rescale=powers)
     nmse = float(result.test_metrics["nmse"])
     return {
         "id": bench.id,
@@ -316,6 +318,7 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         "nmse_test": nmse if math.isfinite(nmse) else None,
         "nmse_floor": floor if math.isfinite(floor) else None,
         "exact": exact,
+        "form": form,
         "points": int(result.points_measured),
         "requests": int(result.requests),
         "points_failed": int(result.points_failed),
@@ -356,6 +359,44 @@ def judge_exact(found: Any, bench_id: str, rescale: Mapping[str, int] | None = N
     variables = oracle.describe().variables
     truth = parse_expression(oracle.reveal(), [v.name for v in variables])
     return bool(is_exact(found, truth, variables=variables))
+
+
+def judge_form(found: Any, bench_id: str, rescale: Mapping[str, int] | None = None) -> bool:
+    """Whether ``found`` has the form of the catalog equation ``bench_id``: with every number in
+    it fitted anew to noise-free readings of the truth, it is an exact recovery
+    (:func:`judge_exact`). Under noise a law's constants are only as precise as its readings,
+    and SRBench's check compares them to three digits: this says whether the law is right but
+    for them. False when the form cannot be written in the operator table (e.g. ``Abs``).
+    """
+    import numpy as np
+    import sympy
+
+    from rcvgp.benchmarks import get_benchmark
+    from rcvgp.constants import Trials, fit_constants
+    from rcvgp.errors import ExpressionError
+    from rcvgp.oracle import design_points
+    from rcvgp.simulate import SimulatedOracle
+    from rcvgp.tree import from_sympy, to_sympy
+
+    if found is None:
+        return False
+    oracle = SimulatedOracle.from_benchmark(get_benchmark(bench_id), rescale=_factors(rescale))
+    spec = oracle.describe()
+    names = [v.name for v in spec.variables]
+    try:
+        expr = sympy.sympify(str(found), locals={n: sympy.Symbol(n) for n in names})
+        tree, values = from_sympy(expr, names)
+    except (ExpressionError, sympy.SympifyError, TypeError, ValueError):
+        return False
+    # Up to a constant offset and factor, as judge_exact: a*form + b, from a = 1 and b = 0.
+    tokens = ("add", "mul", "c") + tree.tokens + ("c",)
+    X = design_points(spec, 1024, np.random.default_rng(0))
+    with oracle:
+        y = oracle.measure(X)
+    fit = fit_constants(tokens, Trials(X[None], y[None]), init=np.array([1.0, *values, 0.0]), maxiter=500)
+    if not np.all(fit.losses < 1e-20):
+        return False
+    return judge_exact(to_sympy(tokens, fit.constants[0], names), bench_id, rescale)
 
 
 def run_benchmark(
@@ -507,6 +548,7 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         ok = [r for r in cells[(group, method)] if "error" not in r]
         nmse = [math.inf if r.get("nmse_test") is None else float(r["nmse_test"]) for r in ok]
         n_exact = sum(bool(r.get("exact")) for r in ok)
+        forms = [bool(r["form"]) for r in ok if r.get("form") is not None]
         paper = PAPER_RACING_NMSE.get(group, (None, None))
         rows.append({
             "group": group,
@@ -517,6 +559,7 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "floor_median": _quantile([float(r["nmse_floor"]) for r in ok if r.get("nmse_floor") is not None], 0.5),
             "exact_rate": n_exact / len(ok) if ok else None,
             "n_exact": n_exact,
+            "n_form": sum(forms) if forms else None,
             "wall_median": _quantile([float(r["wall_seconds"]) for r in ok], 0.5),
             "cpu_median": _quantile([float(r["cpu_seconds"]) for r in ok if r.get("cpu_seconds") is not None],
                                     0.5),
@@ -532,32 +575,36 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The summary rows as an aligned text table (NMSE below 1e-6 printed ``<1e-6``, as the
     paper does), with the paper's Racing-CVGP median / 75% for the group in the last column.
-    When some run had noise, a column after the NMSE's gives the median noise floor."""
+    When some run had noise, two more columns: the median noise floor after the NMSE's, and
+    after EXACT the runs whose law has the right form (:func:`judge_form`)."""
     noisy = any(row.get("floor_median") for row in rows)
-    header = ("GROUP", "METHOD", "RUNS", "NMSE MEDIAN", "NMSE 75%", "NMSE FLOOR", "EXACT", "WALL MEDIAN",
-              "CPU MEDIAN", "POINTS MEDIAN", "TIMED OUT", "PAPER RACING-CVGP MEDIAN / 75%")
-    table: list[tuple[str, ...]] = [header]
-    for row in rows:
-        n = int(row["n"])
-        rate = row.get("exact_rate")
-        exact = f"{row['n_exact']}/{n} ({rate:.0%})" if rate is not None else "-"
-        paper = f"{row['paper_median']} / {row['paper_q75']}" if row.get("paper_median") else "-"
-        runs = str(n) + (f" (+{row['errors']} failed)" if row.get("errors") else "")
-        table.append((
-            str(row["group"]), str(row["method"]), runs,
-            _nmse_text(row.get("nmse_median"), n), _nmse_text(row.get("nmse_q75"), n),
-            "-" if row.get("floor_median") is None else f"{row['floor_median']:.3g}", exact,
-            _seconds(row.get("wall_median")), _seconds(row.get("cpu_median")),
-            "-" if row.get("points_median") is None else f"{row['points_median']:,.0f}",
-            str(row["timed_out"]), paper,
-        ))
-    if not noisy:
-        table = [line[:5] + line[6:] for line in table]
-    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
-    right = {2, 3, 4, 5, 7, 8, 9, 10} if noisy else {2, 3, 4, 6, 7, 8, 9}
+
+    def rate(row: Mapping[str, Any], key: str) -> str:
+        n, k = int(row["n"]), row.get(key)
+        return f"{k}/{n} ({k / n:.0%})" if n and k is not None else "-"
+
+    # (header, cell, right-aligned, shown)
+    columns: list[tuple[str, Callable[[Mapping[str, Any]], str], bool, bool]] = [
+        ("GROUP", lambda r: str(r["group"]), False, True),
+        ("METHOD", lambda r: str(r["method"]), False, True),
+        ("RUNS", lambda r: str(r["n"]) + (f" (+{r['errors']} failed)" if r.get("errors") else ""), True, True),
+        ("NMSE MEDIAN", lambda r: _nmse_text(r.get("nmse_median"), int(r["n"])), True, True),
+        ("NMSE 75%", lambda r: _nmse_text(r.get("nmse_q75"), int(r["n"])), True, True),
+        ("NMSE FLOOR", lambda r: "-" if r.get("floor_median") is None else f"{r['floor_median']:.3g}", True, noisy),
+        ("EXACT", lambda r: rate(r, "n_exact"), False, True),
+        ("FORM", lambda r: rate(r, "n_form"), False, noisy),
+        ("WALL MEDIAN", lambda r: _seconds(r.get("wall_median")), True, True),
+        ("CPU MEDIAN", lambda r: _seconds(r.get("cpu_median")), True, True),
+        ("POINTS MEDIAN", lambda r: "-" if r.get("points_median") is None else f"{r['points_median']:,.0f}", True, True),
+        ("TIMED OUT", lambda r: str(r["timed_out"]), True, True),
+        ("PAPER RACING-CVGP MEDIAN / 75%",
+         lambda r: f"{r['paper_median']} / {r['paper_q75']}" if r.get("paper_median") else "-", False, True),
+    ]
+    shown = [c for c in columns if c[3]]
+    table = [[c[0] for c in shown]] + [[c[1](row) for c in shown] for row in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(shown))]
     return "\n".join(
-        "  ".join(cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(line, widths)))
-        .rstrip()
+        "  ".join(cell.rjust(w) if c[2] else cell.ljust(w) for cell, w, c in zip(line, widths, shown)).rstrip()
         for line in table
     )
 

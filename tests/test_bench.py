@@ -21,6 +21,7 @@ from rcvgp.bench import (
     BenchTask,
     format_table,
     judge_exact,
+    judge_form,
     make_tasks,
     pending_tasks,
     read_records,
@@ -48,6 +49,18 @@ def test_judge_exact_checks_against_the_catalog_truth() -> None:
     assert not judge_exact("2*x0 - 2*x1*x2 - 2*x1 - 6*x3 + 1", "livermore2/Vars4-1")  # not factor and offset
     assert not judge_exact("x0 - x1*x2 - 3*x3", "livermore2/Vars4-1")
     assert not judge_exact(None, "livermore2/Vars4-1")
+
+
+def test_judge_form_says_whether_the_law_is_right_but_for_its_constants() -> None:
+    """Under noise, constants are as precise as the readings: sincos-3-2-2/1 found at 1% noise
+    (and written with a phase instead of a sine) is its law with other constants."""
+    noisy = "0.6084*x1*cos(x0 - 1.5708) + 0.6595*x2 - 0.5556*sin(x2)*cos(x1) - 0.5951*cos(x0) + 0.1847"
+    assert not judge_exact(noisy, "sincos-3-2-2/1") and judge_form(noisy, "sincos-3-2-2/1")
+    assert judge_form("1.4153*x0*sqrt(x1)*x3/x2", "livermore2/Vars4-2")  # the offset, as SRBench allows
+    assert not judge_form("0.59*sin(cos(x1))*cos(x2) + 0.93*x0*cos(x1) - 0.83*x0 - 0.79*x1", "sincos-3-2-2/2")
+    assert not judge_form("Abs(x0) - x1*x2 - x1 - 3*x3", "livermore2/Vars4-1")  # not in the operator table
+    assert judge_form("x0 - x1*x2 - x1 - 3*x3", "livermore2/Vars4-1")  # an exact law has its form
+    assert not judge_form(None, "livermore2/Vars4-1")
 
 
 def test_judge_exact_uses_the_declared_domains() -> None:

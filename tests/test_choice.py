@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import sympy
 
-from rcvgp.search.choice import Fitted, choose, pareto_front, predict, simple_values, snap_constants
+from rcvgp.search.choice import Fitted, choose, expanded, pareto_front, predict, simple_values, snap_constants
 from rcvgp.tree import Expr
 
 RNG = np.random.default_rng(0)
@@ -91,3 +91,15 @@ def test_predict_gives_nan_for_what_cannot_be_evaluated() -> None:
     assert predict(x0 + 1, [x0, x1], X).tolist() == (X[:, 0] + 1).tolist()
     assert predict(sympy.Integer(3), [x0, x1], X).shape == (256,)
     assert np.isnan(predict(sympy.Function("f")(x0), [x0, x1], X)).all()
+
+
+def test_expanded_gives_each_term_one_coefficient_to_snap() -> None:
+    x0, x1 = sympy.symbols("x0 x1", positive=True)
+    # a factored product, sqrt(2) from sqrt(x0 + x0), a phase shift: each hides a coefficient
+    found = 10.0 * x1 * (0.1001 * x0 + 0.0998) + sympy.sqrt(2 * x0) + sympy.cos(x0 + 1.5708 + 4 * sympy.pi)
+    terms = expanded(found).as_coefficients_dict()
+    assert float(terms[x0 * x1]) == pytest.approx(1.001) and float(terms[x1]) == pytest.approx(0.998)
+    assert float(terms[sympy.sqrt(x0)]) == pytest.approx(2**0.5)
+    assert float(terms[sympy.sin(x0)]) == pytest.approx(-1.0, abs=1e-6)
+    assert abs(float(terms[sympy.cos(x0)])) < 1e-4
+    assert expanded(sympy.sin(x0 * x1)) == sympy.sin(x0 * x1)  # no number in the argument: left alone

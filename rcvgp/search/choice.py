@@ -151,10 +151,19 @@ def expanded(expr: sympy.Expr, max_ops: int = 200) -> sympy.Expr:
             return expr
         expr = expr.replace(lambda e: e.is_number and not e.is_Rational and not e.is_Float,
                             lambda e: sympy.Float(e.evalf()))
+        # A phase, cos(x0 + 1.5704), is a sum of sin(x0) and cos(x0) terms whose coefficients
+        # can then merge with the others, and snap: -cos(x0 - 11.63) + 0.80*cos(x0 + 1.57) is
+        # -0.59*cos(x0) + 0.002*sin(x0).
+        expr = expr.replace(_phase_shifted, sympy.expand_trig)
         out = sympy.expand(expr)
         return out if sympy.count_ops(out) <= 1.5 * ops + 10 else expr
     except (TypeError, ValueError, RecursionError):
         return expr
+
+
+def _phase_shifted(e: sympy.Basic) -> bool:
+    """A sine or cosine of a sum with a number in it."""
+    return isinstance(e, (sympy.sin, sympy.cos)) and e.args[0].is_Add and any(a.is_number for a in e.args[0].args)
 
 
 def drop_negligible_terms(
