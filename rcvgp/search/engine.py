@@ -263,16 +263,6 @@ def _rank(pop: Iterable[Individual]) -> list[Individual]:
     return sorted(seen.values(), key=_rank_key)
 
 
-def _bests(pop: Iterable[Individual]) -> dict[frozenset[int], tuple[float, int]]:
-    """The rank key of the best individual of each controlled set."""
-    out: dict[frozenset[int], tuple[float, int]] = {}
-    for ind in pop:
-        key = _rank_key(ind)
-        if ind.controlled not in out or key < out[ind.controlled]:
-            out[ind.controlled] = key
-    return out
-
-
 def _rank_key(ind: Individual) -> tuple[float, int]:
     """Lowest score first; among fits at the noise floor (or rounding, with no noise: score 0)
     the smaller tree, which stops expressions from bloating with parts that fit only the noise."""
@@ -398,7 +388,7 @@ class Run:
         size = max(len(pop), cfg.population)
         steady = 0
         for gen in range(n_generations):
-            bests_before = _bests(pop)
+            best_before = _rank_key(pop[0]) if pop else None
             score = [ind.score for ind in pop]
             survive = max(ind.fitness for ind in pop) if len(pop) >= size else math.inf
             # Mates share the controlled set and the settled variables, so that a swapped subtree
@@ -429,10 +419,9 @@ class Run:
             self.current = pop
             self.record(pop)
             self.report(gen + 1, pop)
-            bests = _bests(pop)
-            found = all(key[0] == 0 for key in bests.values())
-            steady = steady + 1 if found and bests == bests_before else 0
-            if steady >= _FLOOR_PATIENCE and not any(ind.controlled for ind in pop):
+            found = not pop[0].controlled and pop[0].score == 0  # the last round, at the floor
+            steady = steady + 1 if found and _rank_key(pop[0]) == best_before else 0
+            if steady >= _FLOOR_PATIENCE:
                 break
         return pop
 
