@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rcvgp.errors import (
     BudgetExhausted,
     ConfigError,
@@ -14,7 +16,21 @@ from rcvgp.errors import (
     RemoteError,
 )
 from rcvgp.oracle import CallableOracle, DataOracle, OracleSpec, Output, Variable
-from rcvgp.search import SearchConfig, SearchResult, run_search
+
+from rcvgp.search.base import SearchConfig, SearchResult
+
+if TYPE_CHECKING:
+    from rcvgp.search.racing import run_search
+
+
+def __getattr__(name: str) -> object:
+    # The engine (and sympy) load on first use, so that `rcvgp --help`, `rcvgp serve` and a
+    # rig's server start without them.
+    if name == "run_search":
+        from rcvgp.search.racing import run_search
+
+        return run_search
+    raise AttributeError(f"module 'rcvgp' has no attribute {name!r}")
 
 __version__ = "0.1.0"
 

@@ -12,9 +12,10 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rcvgp.benchmarks import Benchmark, benchmarks_in_group, get_benchmark, load_catalog
+if TYPE_CHECKING:
+    from rcvgp.benchmarks import Benchmark  # the catalog (and sympy) load when a command needs them
 
 __all__ = ["register"]
 
@@ -42,6 +43,8 @@ def register(subparsers: Any) -> None:
 
 
 def _selected(group: str | None) -> list[Benchmark]:
+    from rcvgp.benchmarks import benchmarks_in_group, load_catalog
+
     if group:
         return list(benchmarks_in_group(group))
     return list(load_catalog().values())
@@ -87,6 +90,8 @@ def _show_dict(bench: Benchmark, reveal: bool) -> dict[str, Any]:
 
 def run_show(args: argparse.Namespace) -> int:
     """Print one entry; the ground truth only with ``--reveal``."""
+    from rcvgp.benchmarks import get_benchmark
+
     bench = get_benchmark(args.id)
     if args.json:
         json.dump(_show_dict(bench, args.reveal), sys.stdout, indent=1)

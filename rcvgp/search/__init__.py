@@ -6,8 +6,21 @@ Entry point: :func:`run_search`. This package sees oracles only through
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rcvgp.search.base import METHODS, OPTIMIZERS, Candidate, Progress, ProgressCallback, SearchConfig, SearchResult
-from rcvgp.search.racing import run_search
+
+if TYPE_CHECKING:
+    from rcvgp.search.racing import run_search
+
+
+def __getattr__(name: str) -> object:
+    # The engine (and sympy) load on first use: settings and results are light to import.
+    if name == "run_search":
+        from rcvgp.search.racing import run_search
+
+        return run_search
+    raise AttributeError(f"module 'rcvgp.search' has no attribute {name!r}")
 
 __all__ = [
     "METHODS",

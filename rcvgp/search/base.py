@@ -9,7 +9,6 @@ from typing import Any
 
 from rcvgp.errors import ConfigError
 from rcvgp.noisefloor import NoiseModel
-from rcvgp.operators import resolve_operators
 
 __all__ = [
     "METHODS", "OPTIMIZERS", "SELECTIONS", "SearchConfig", "Progress", "Candidate", "SearchResult", "ProgressCallback",
@@ -59,7 +58,10 @@ class SearchConfig:
     max_seconds: float | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "operators", tuple(resolve_operators(self.operators)) if self.operators else ())
+        if self.operators:
+            from rcvgp.operators import resolve_operators  # the operator table holds sympy: load it when needed
+
+            object.__setattr__(self, "operators", tuple(resolve_operators(self.operators)))
         positive_ints = ("population", "generations", "tournament", "hall_of_fame", "batch", "n_trials",
                          "max_size", "max_depth", "n_validation", "n_test", "fit_iterations")
         for name in positive_ints:
