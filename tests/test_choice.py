@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import sympy
 
-from rcvgp.search.choice import Fitted, choose, expanded, pareto_front, predict, simple_values, snap_constants
+from rcvgp.search.choice import (
+    Fitted, as_fractions, choose, expanded, pareto_front, predict, simple_values, snap_constants,
+)
 from rcvgp.tree import Expr
 
 RNG = np.random.default_rng(0)
@@ -103,3 +105,9 @@ def test_expanded_gives_each_term_one_coefficient_to_snap() -> None:
     assert float(terms[sympy.sin(x0)]) == pytest.approx(-1.0, abs=1e-6)
     assert abs(float(terms[sympy.cos(x0)])) < 1e-4
     assert expanded(sympy.sin(x0 * x1)) == sympy.sin(x0 * x1)  # no number in the argument: left alone
+
+
+def test_a_snapped_fraction_is_shown_as_one() -> None:
+    x = sympy.Symbol("x")
+    shown = as_fractions(0.666666666666667 * x + 0.431573 + 0.5000001 * x**3)
+    assert shown == 2 * x / 3 + sympy.Float(0.431573) + sympy.Float(0.5000001) * x**3

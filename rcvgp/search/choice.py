@@ -27,7 +27,8 @@ from rcvgp.timelimit import TimeUp, time_limit
 from rcvgp.tree import Expr
 
 __all__ = [
-    "RULES", "Fitted", "pareto_front", "choose", "simple_values", "snap_constants", "predict", "expanded",
+    "RULES", "Fitted", "pareto_front", "choose", "simple_values", "snap_constants", "as_fractions", "predict",
+    "expanded",
     "drop_negligible_terms", "simplify",
 ]
 
@@ -127,6 +128,20 @@ def snap_constants(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool]) -> sy
                 expr = trial
                 break
     return expr
+
+
+def as_fractions(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with each float that is one of its :func:`simple_values` to rounding written as
+    that fraction: simplify turns the 2/3 a constant snapped to into 0.666666666666667 when
+    other floats share its sum, which reads like a fitted value."""
+    swap = {}
+    for f in expr.atoms(sympy.Float):
+        value = float(f)
+        for r in simple_values(value)[1:]:
+            if abs(value - float(r)) <= 1e-12 * abs(value):
+                swap[f] = r
+                break
+    return expr.xreplace(swap) if swap else expr
 
 
 def predict(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.ndarray) -> np.ndarray:

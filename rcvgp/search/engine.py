@@ -27,7 +27,7 @@ from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, Variable, check_reply, design_points, design_trials
 from rcvgp.search.base import Candidate, Progress, ProgressCallback, SearchConfig, SearchResult
 from rcvgp.search.choice import (
-    Fitted, choose, drop_negligible_terms, expanded, pareto_front, predict, simplify, snap_constants,
+    Fitted, as_fractions, choose, drop_negligible_terms, expanded, pareto_front, predict, simplify, snap_constants,
 )
 from rcvgp.tree import CONST_TOKEN, Expr, reopened
 
@@ -610,7 +610,7 @@ class Run:
         # factored 10*x1*(0.1001*x2 + ...) hides the 1.001 to snap), then the law is simplified.
         snapped = snap_constants(drop_negligible_terms(expanded(self.in_units(law.expr.to_sympy(law.constants, names))),
                                                        names, X_val), acceptable)
-        readable = simplify(snapped)
+        readable = as_fractions(simplify(snapped))
         if not acceptable(readable):
             readable = snapped  # simplify can give a form that evaluates differently (a branch cut, say)
         test_metrics = regression_metrics(test.y[0], predict(readable, names, test.X[0] * lab.x_scale))
