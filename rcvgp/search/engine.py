@@ -165,7 +165,7 @@ class Lab:
     def n_trials(self, holding: bool) -> int:
         """Trials per set: K while a variable is held; one with none held, where K trials would
         be K samples of one experiment (one fits about as well in 13-25% less time,
-        benchmarks/RESULTS.md)."""
+        benchmarks/history.md)."""
         return self.config.n_trials if holding else 1
 
     def trials(self, controlled: frozenset[int]) -> Trials:

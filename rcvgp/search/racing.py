@@ -13,7 +13,7 @@
 
 The ``generations`` budget is split over the rounds: half to the last round, the only one with
 no variable held and the one that yields the answer; the rest evenly over the others (an even
-split lost to plain GP on sincos-4-4-6: benchmarks/RESULTS.md). A round ends early once its
+split lost to plain GP on sincos-4-4-6: benchmarks/history.md). A round ends early once its
 fits reach the noise floor (:meth:`rcvgp.search.engine.Run.evolve`). Wall time never steers a
 search: a time budget only stops it, and the result names the rounds that were not run.
 """
