@@ -284,8 +284,8 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         search), ``cpu_seconds`` (the CPU time of the search's thread: unlike wall time, it does
         not grow when runs share cores, so it compares runs made under different loads),
         ``stopped`` (``completed``, ``budget``, ``time`` or ``interrupted``), ``timed_out``,
-        ``expression``, ``schedule`` (the chosen expression's held variables round by round,
-        ending with ``[]``; a run short of time skips rounds), ``noise``, ``rescale`` (the
+        ``expression``, ``form`` (:func:`judge_form`), ``schedule`` (the chosen expression's
+        held variables round by round; a run stopped early ends without ``[]``), ``noise``, ``rescale`` (the
         powers of ten of a rescaled run, by variable name and ``y``; ``None`` otherwise),
         ``time_cap`` and ``settings``.
     """

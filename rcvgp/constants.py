@@ -24,7 +24,7 @@ import scipy.optimize as opt
 from rcvgp.errors import ConfigError
 from rcvgp.evaluate import compile_tree, evaluate, evaluate_with_grad
 from rcvgp.metrics import scaled_moments
-from rcvgp.noisefloor import Floor, floor_levels
+from rcvgp.noisefloor import EXACT_LOSS, Floor, floor_levels
 
 __all__ = ["Trials", "FitResult", "fit_constants", "linear_constants", "BAD_LOSS"]
 
@@ -112,12 +112,12 @@ class FitResult:
 
     @property
     def score(self) -> float:
-        """What ranks fits: 0 when the mean loss cannot be told from a perfect fit's, else its
-        excess over what the noise alone gives (comparable across trials with other floors)."""
-        fitness = self.fitness
-        if fitness <= self.floor.mean_level:
+        """What ranks fits: 0 when they are :attr:`at_floor`, else the mean loss's excess over
+        what the noise alone gives (comparable across trials with other floors), at least
+        rounding's."""
+        if self.at_floor:
             return 0.0
-        return fitness - self.floor.mean_expected
+        return max(self.fitness - self.floor.mean_expected, EXACT_LOSS)
 
     @property
     def at_floor(self) -> bool:

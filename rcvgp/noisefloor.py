@@ -49,6 +49,7 @@ class NoiseModel:
 
     @property
     def zero(self) -> bool:
+        """Whether there is no noise."""
         return self.absolute == 0 and self.relative == 0
 
     @property
@@ -62,11 +63,8 @@ class NoiseModel:
         with np.errstate(over="ignore", invalid="ignore"):
             return self.absolute**2 + (self.relative * y) ** 2
 
-    def scaled(self, factor: float) -> NoiseModel:
-        """The same noise for readings multiplied by ``factor``."""
-        return NoiseModel(self.absolute * abs(factor), self.relative, self.dof, self.source)
-
     def to_dict(self) -> dict[str, Any]:
+        """The model as JSON-ready data (``result.json``'s ``noise``)."""
         return {"absolute": self.absolute, "relative": self.relative, "dof": self.dof, "source": self.source}
 
 
@@ -91,13 +89,16 @@ def estimate_noise(y: np.ndarray) -> NoiseModel:
     if not use.any():
         return NoiseModel(source="replicates", dof=0)
     y, ok, counts = y[use], ok[use], counts[use]
+    # In units of the largest reading: squares of y ~ 1e84 (Feynman) would overflow.
+    unit = float(np.abs(np.where(ok, y, 0.0)).max()) or 1.0
+    y = y / unit
     dof = counts - 1
     mean = np.where(ok, y, 0.0).sum(axis=1) / counts
     var = np.where(ok, (y - mean[:, None]) ** 2, 0.0).sum(axis=1) / dof
     total = int(dof.sum())
     pooled = float(np.sum(dof * var) / total)
     if not pooled > 0:
-        return NoiseModel(0.0, 0.0, total, "replicates")
+        return NoiseModel(0.0, 0.0, total, "replicates")  # a noiseless oracle (a simulator, say)
     square = mean**2
     columns = np.column_stack([np.ones_like(square), square])
     norms = np.linalg.norm(columns, axis=0)
@@ -111,22 +112,23 @@ def estimate_noise(y: np.ndarray) -> NoiseModel:
         model = a + b * square
         if not (model > 0).all():
             break
-    return NoiseModel(math.sqrt(max(a, 0.0)), math.sqrt(max(b, 0.0)), total, "replicates")
+    return NoiseModel(unit * math.sqrt(max(a, 0.0)), math.sqrt(max(b, 0.0)), total, "replicates")
 
 
 @dataclass(frozen=True)
 class Floor:
     """What the noise allows on one set of K trials.
 
-    ``expected`` (K,) is the NMSE a perfect model scores on each trial, from the noise alone;
-    ``level`` (K,) the loss below which a trial's fit cannot be told from a perfect one;
-    ``mean_expected`` and ``mean_level`` the same for the mean loss over the trials.
+    ``expected`` (K,) is the NMSE a perfect model scores on each trial, from the noise alone, and
+    ``level`` (K,) the loss below which a trial's fit cannot be told from a perfect one.
     """
 
     expected: np.ndarray
     level: np.ndarray
-    mean_expected: float
-    mean_level: float
+
+    @property
+    def mean_expected(self) -> float:
+        return float(self.expected.mean())
 
 
 def floor_levels(noise_var: np.ndarray | None, mask: np.ndarray, spread: np.ndarray, uncertainty: float) -> Floor:
@@ -143,21 +145,25 @@ def floor_levels(noise_var: np.ndarray | None, mask: np.ndarray, spread: np.ndar
     uncertainty : float
         Relative standard deviation of the noise variance itself.
 
-    A perfect model's loss on n points fluctuates by ``sqrt(2 / n)`` of its expected value, and
-    the expected value is known to ``uncertainty``: the level is :data:`Z` of both above it.
+    A perfect model's loss is a sum of squared noises: its relative standard deviation is
+    ``sqrt(2 * sum(v**2)) / sum(v)`` for readings of variance ``v`` (``sqrt(2 / n)`` when they are
+    alike), and its expected value is known to ``uncertainty``: the level is :data:`Z` of both
+    above it.
     """
     n = np.maximum(mask.sum(axis=1), 1)
-    K = len(n)
     if noise_var is None:
-        expected = np.zeros(K)
+        expected = np.zeros(len(n))
+        spread_rel = np.zeros(len(n))
     else:
         with np.errstate(all="ignore"):
-            expected = np.where(mask, noise_var, 0.0).sum(axis=1) / n / spread**2
+            v = np.where(mask, noise_var, 0.0)
+            total = v.sum(axis=1)
+            expected = total / n / spread**2
+            spread_rel = np.sqrt(2.0 * (v * v).sum(axis=1)) / total
         expected = np.where(np.isfinite(expected), expected, 0.0)
-    level = EXACT_LOSS + expected * (1.0 + Z * np.sqrt(2.0 / n + uncertainty**2))
-    mean_expected = float(expected.mean())
-    mean_level = EXACT_LOSS + mean_expected * (1.0 + Z * math.sqrt(2.0 / n.sum() + uncertainty**2))
-    return Floor(expected, level, mean_expected, mean_level)
+        spread_rel = np.where(np.isfinite(spread_rel), spread_rel, 0.0)
+    level = EXACT_LOSS + expected * (1.0 + Z * np.sqrt(spread_rel**2 + uncertainty**2))
+    return Floor(expected, level)
 
 
 def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise_var: np.ndarray) -> bool:
@@ -184,5 +190,6 @@ def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise
         rise = float(np.mean(r_c**2 - r_r**2))
         delta = (candidate - reference) / unit
         se = 2.0 * math.sqrt(float(np.mean(noise_var / unit**2 * delta**2)) / y.size)
-        rounding = EXACT_LOSS * float(np.var(y / unit))
+        spread = float(np.var(y / unit)) or float(np.mean((y / unit) ** 2))  # y may not vary
+        rounding = EXACT_LOSS * spread
     return bool(rise <= Z * se + rounding)

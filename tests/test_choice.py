@@ -11,9 +11,12 @@ from rcvgp.search.choice import (
 )
 from rcvgp.tree import Expr
 
-RNG = np.random.default_rng(0)
-X = RNG.uniform(1.0, 2.0, size=(256, 2))
+X = np.random.default_rng(0).uniform(1.0, 2.0, size=(256, 2))
 TRUTH = 2.0 * X[:, 0] + 0.5 * X[:, 1] ** 2
+
+
+def _noisy(seed: int) -> np.ndarray:
+    return TRUTH + 0.05 * np.random.default_rng(seed).standard_normal(256)
 
 
 def _fitted(n_nodes: int, prediction: np.ndarray, y: np.ndarray) -> Fitted:
@@ -25,7 +28,7 @@ def _candidates(y: np.ndarray) -> list[Fitted]:
     """A ladder of fits of the truth: the simplest misses a term, the middle one is the law, the
     biggest wiggles around it in a way that happens to follow the validation noise a little
     (correlation 0.16, within chance for 256 points), so that it is the best on paper."""
-    wiggle = 0.01 * ((y - TRUTH) + 6 * 0.05 * RNG.standard_normal(256))
+    wiggle = 0.01 * ((y - TRUTH) + 6 * 0.05 * np.random.default_rng(7).standard_normal(256))
     return [
         _fitted(3, 2.0 * X[:, 0] + np.mean(0.5 * X[:, 1] ** 2), y),  # the square term as its mean: a miss
         _fitted(5, np.full(256, y.mean()), y),  # a constant: worse than the simpler one, off the front
@@ -35,14 +38,14 @@ def _candidates(y: np.ndarray) -> list[Fitted]:
 
 
 def test_front_is_simplest_first_and_keeps_only_what_beats_every_simpler_fit() -> None:
-    y = TRUTH + 0.05 * RNG.standard_normal(256)
+    y = _noisy(1)
     front = pareto_front(reversed(_candidates(y)))
     assert [f.complexity for f in front] == [3, 9, 15]
     assert all(a.nmse_validation > b.nmse_validation for a, b in zip(front, front[1:]))
 
 
 def test_the_law_is_the_simplest_fit_the_noise_cannot_tell_from_the_best() -> None:
-    y = TRUTH + 0.05 * RNG.standard_normal(256)
+    y = _noisy(2)
     front = pareto_front(_candidates(y))
     noise = np.full(256, 0.05**2)
     assert front[-1].nmse_validation < front[1].nmse_validation  # the overfit is best on paper
@@ -60,16 +63,22 @@ def test_without_noise_only_the_exact_law_is_as_good_as_the_best() -> None:
     assert front[choose(front, TRUTH, np.zeros(256))].complexity == 9
 
 
-def test_simple_values_go_from_zero_and_integers_to_fractions_up_to_quarters() -> None:
-    assert simple_values(0.6098) == [0, 1, sympy.Rational(1, 2), sympy.Rational(2, 3)]  # 3/5: too fine
+def test_simple_values_go_from_zero_to_the_whole_number_and_quarters_of_the_value_s_decade() -> None:
     assert simple_values(2.26) == [0, 2, sympy.Rational(5, 2), sympy.Rational(7, 3), sympy.Rational(9, 4)]
     assert simple_values(-2.9999) == [0, -3]
-    assert simple_values(float("nan")) == [0]
+    assert simple_values(0.6098) == [0, sympy.Float(0.6)]  # 6.098: 6 is nearest in every denominator
+    assert simple_values(0.26) == [0, sympy.Float(0.3), sympy.Rational(1, 4)]  # not 4/15, a third of a decade
+    assert simple_values(16.97) == [0, 20, 15, sympy.Rational(50, 3)]
+    # whole numbers and halves of a decade are the same in any units (thirds and quarters of a
+    # decade other than the value's own make no simple number: 7/3e-6 is none)
+    assert simple_values(4.99997e-7) == [0, sympy.Float(5e-7)] and simple_values(4.99997) == [0, 5]
+    assert simple_values(6098.0) == [0, 6000] and simple_values(2.26e-6) == [0, sympy.Float(2e-6), sympy.Float(2.5e-6)]
+    assert simple_values(float("nan")) == [0] and simple_values(0.0) == [0]
 
 
 def test_snapping_replaces_constants_within_noise_and_keeps_the_rest() -> None:
     x0, x1 = sympy.symbols("x0 x1", positive=True)
-    y = TRUTH + 0.05 * RNG.standard_normal(256)
+    y = _noisy(3)
     noise = np.full(256, 0.05**2)
     found = 2.0004 * x0 + 0.49991 * x1**2 + 0.0012 + 0.6098 * sympy.sin(1.9e-5 * x1)
     reference = predict(found, [x0, x1], X)
@@ -81,6 +90,9 @@ def test_snapping_replaces_constants_within_noise_and_keeps_the_rest() -> None:
 
     snapped = snap_constants(found, within_noise)
     assert snapped == 2 * x0 + x1**2 / 2  # the tiny sine's argument snapped to 0, then 0.0012 too
+    # in other units of y the same constants snap, to the same values in those units
+    scaled = snap_constants(1e-6 * found, lambda e: within_noise(1e6 * e))
+    assert sympy.simplify(scaled - 1e-6 * snapped) == 0
     # without noise only what rounding allows moves: a slope of 3 + 1e-13 is 3, 0.6098 stays
     exact = 3.0000000000001 * x0 + 0.6098 * x1
     values = predict(exact, [x0, x1], X)
@@ -111,3 +123,4 @@ def test_a_snapped_fraction_is_shown_as_one() -> None:
     x = sympy.Symbol("x")
     shown = as_fractions(0.666666666666667 * x + 0.431573 + 0.5000001 * x**3)
     assert shown == 2 * x / 3 + sympy.Float(0.431573) + sympy.Float(0.5000001) * x**3
+    assert as_fractions(0.6 * x) == 0.6 * x  # a decimal stays one

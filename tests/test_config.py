@@ -112,6 +112,11 @@ def test_fingerprint_ignores_budget_and_output_but_not_the_seed(tmp_path):
          "exp.yaml: search.population: expected an integer, got 'many'"),
         ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {population: 0}\n", "exp.yaml: search.population: must be an integer >= 1"),
         ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {p_mate: 2}\n", "exp.yaml: search.p_mate: must be a probability"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {noise_std: -1}\n",
+         "exp.yaml: search.noise_std: must be a standard deviation >= 0"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {noise_std: some}\n", "exp.yaml: search.noise_std: expected a number"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {selection: simplest}\n",
+         "exp.yaml: search.selection: 'simplest' is not one of parsimonious, accuracy"),
         ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {max_points: 3}\n", "exp.yaml: search.max_points: not a setting of `search`"),
         ("oracle: {catalog: sincos-3-2-2/1}\nsearch: 5\n", "exp.yaml: search: expected a mapping"),
         ("oracle: {catalog: sincos-3-2-2/1}\nmethod: racin\n", "exp.yaml: method: unknown method 'racin'; did you mean `racing`?"),
@@ -165,6 +170,15 @@ def test_a_bad_file_gives_one_line_naming_the_file_and_the_key(tmp_path, monkeyp
     message = str(info.value)
     assert message.startswith(expected), message
     assert "\n" not in message
+
+
+def test_the_noise_is_auto_declared_or_none(tmp_path):
+    auto = load_experiment(write(tmp_path, "oracle: {catalog: sincos-3-2-2/1}\nsearch: {noise_std: auto}\n"))
+    assert auto.search.noise_std is None and auto.to_dict()["search"]["noise_std"] == "auto"
+    assert load_experiment(write(tmp_path, "oracle: {catalog: sincos-3-2-2/1}\n")).search.noise_std is None
+    declared = load_experiment(write(tmp_path, "oracle: {catalog: sincos-3-2-2/1}\nsearch: {noise_std: 0.02}\n"))
+    assert declared.search.noise_std == 0.02 and declared.to_dict()["search"]["noise_std"] == 0.02
+    assert declared.fingerprint() != auto.fingerprint()  # the replicates are questions the search asks
 
 
 def test_a_missing_file_is_named(tmp_path):

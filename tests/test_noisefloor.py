@@ -3,6 +3,8 @@ of trials, and the test of "not distinguishably worse"."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,7 @@ from rcvgp.constants import Trials, fit_constants
 from rcvgp.noisefloor import EXACT_LOSS, NoiseModel, estimate_noise, floor_levels, not_worse
 
 
-def _replicates(std: callable, n_points: int = 64, repeats: int = 8, seed: int = 0) -> np.ndarray:  # type: ignore[valid-type]
+def _replicates(std: Callable[[np.ndarray], np.ndarray], n_points: int = 64, repeats: int = 8, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     truth = rng.uniform(1.0, 100.0, size=n_points)
     return truth[:, None] + std(truth)[:, None] * rng.standard_normal((n_points, repeats))
@@ -38,13 +40,20 @@ def test_noiseless_replicates_give_no_noise_and_failed_readings_are_left_out() -
     assert estimate_noise(np.full((3, 8), np.nan)).zero
 
 
-def test_noise_model_variance_and_units() -> None:
+def test_noise_model_variance() -> None:
     model = NoiseModel(0.3, 0.02)
     assert model.variance(np.array([0.0, 10.0])).tolist() == pytest.approx([0.09, 0.09 + 0.04])
-    kilo = model.scaled(1e-3)  # the same readings in thousands
-    assert kilo.absolute == pytest.approx(3e-4) and kilo.relative == 0.02
     with pytest.raises(ValueError, match="absolute"):
         NoiseModel(-1.0)
+
+
+@pytest.mark.parametrize("scale", [1e-80, 1.0, 1e80, 1e160])
+def test_the_estimate_is_the_same_in_any_units_of_y(scale: float) -> None:
+    """Readings of 1e160 (a Feynman law reaches 1e84) must not overflow the fit's squares."""
+    model = estimate_noise(scale * _replicates(lambda y: 0.01 * y))
+    plain = estimate_noise(_replicates(lambda y: 0.01 * y))
+    assert model.relative == pytest.approx(plain.relative, rel=1e-9)
+    assert model.absolute == pytest.approx(scale * plain.absolute, rel=1e-9, abs=1e-300)
 
 
 def test_floor_is_what_the_noise_alone_scores_and_the_level_allows_for_chance() -> None:
@@ -64,6 +73,16 @@ def test_floor_is_what_the_noise_alone_scores_and_the_level_allows_for_chance() 
     # without noise the level is rounding
     plain = floor_levels(None, np.ones((2, 5), dtype=bool), np.ones(2), 0.0)
     assert plain.level.tolist() == [EXACT_LOSS, EXACT_LOSS] and plain.mean_expected == 0.0
+
+
+def test_readings_of_unequal_noise_widen_the_level() -> None:
+    """The loss of a perfect model fluctuates more when a few readings carry most of the noise:
+    sqrt(2 * sum(v**2)) / sum(v) of its expected value, not sqrt(2 / n)."""
+    mask = np.ones((1, 256), dtype=bool)
+    even = floor_levels(np.full((1, 256), 1.0), mask, np.ones(1), 0.0)
+    uneven = floor_levels(np.linspace(0.01, 1.99, 256)[None] ** 4, mask, np.ones(1), 0.0)
+    assert even.level[0] - even.expected[0] == pytest.approx(3 * np.sqrt(2 / 256) * even.expected[0])
+    assert (uneven.level[0] - uneven.expected[0]) / uneven.expected[0] > 1.5 * 3 * np.sqrt(2 / 256)
 
 
 def test_level_widens_with_the_uncertainty_of_the_noise_estimate() -> None:

@@ -194,6 +194,25 @@ def test_summary_reads_well():
     text = format_summary(data)
     assert "recovered exactly: yes" in text and "held x1 -> none held" in text
     assert "1,234 points in 5 requests (2 unmeasurable)" in text and "1,000 points replayed" in text
+    assert text.count("x0 + 1") == 2  # the law once, and the true law
+
+
+def test_summary_names_the_noise_the_front_and_the_rounds_a_stop_left_out():
+    front = [{"complexity": n, "nmse_validation": 10.0 ** -n, "expression": f"law{n}", "chosen": n == 9}
+             for n in range(3, 15)]
+    data = {"method": "racing", "oracle": "rig:r", "seed": 0, "stopped": "time", "rounds_run": 2,
+            "rounds_not_run": [3, 4], "expression": "law9", "test_metrics": {"nmse": 0.1},
+            "noise": {"absolute": 0.02, "relative": 0.001, "dof": 224, "source": "replicates"},
+            "output_unit": "V", "equations": front, "schedule": [["x1"], []]}
+    text = format_summary(data)
+    assert text.splitlines()[0] == "rcvgp racing on rig:r (seed 0): time in round 2 (rounds 3, 4 not run)"
+    assert "std 0.02 V + 0.1% of the reading, estimated from replicate readings (224 degrees of freedom)" in text
+    shown = [line for line in text.splitlines() if " nodes " in line]
+    # eight entries around the law: up to five simpler, two more complex
+    assert len(shown) == 8 and shown[5].endswith("law9   <- the law") and shown[0].endswith("law4")
+    assert "(1 simpler and 3 more complex in result.json, equations)" in text
+    declared = format_summary({**data, "noise": {"absolute": 0.0, "relative": 0.0, "source": "declared"}})
+    assert "none (declared)" in declared
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])

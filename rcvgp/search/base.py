@@ -12,6 +12,7 @@ from rcvgp.noisefloor import NoiseModel
 
 __all__ = [
     "METHODS", "OPTIMIZERS", "SELECTIONS", "SearchConfig", "Progress", "Candidate", "SearchResult", "ProgressCallback",
+    "rounds_not_run",
 ]
 
 #: The searches, by the names experiment files and the CLI use.
@@ -111,6 +112,12 @@ class SearchConfig:
         return SearchConfig(**data)
 
 
+def rounds_not_run(started: int, planned: int) -> list[int]:
+    """The rounds (1-based) after the last one started: those a stop left out. For cvgp-all,
+    whose branches run the rounds again and again, the rounds of the branch it was in."""
+    return list(range(started + 1, planned + 1))
+
+
 @dataclass(frozen=True)
 class Progress:
     """A report the search makes as it goes (after each generation)."""
@@ -178,7 +185,7 @@ class SearchResult:
     @property
     def rounds_not_run(self) -> list[int]:
         """The rounds (1-based) a stop left out: never started."""
-        return list(range(self.rounds[0] + 1, self.rounds[1] + 1))
+        return rounds_not_run(*self.rounds)
 
     @property
     def nmse_test(self) -> float:

@@ -1,6 +1,6 @@
 """The end of a search as pure functions: the Pareto front of the fitted expressions, the choice
 of the law on it, and the law made readable (negligible terms dropped, constants snapped to
-simple values, simplified).
+simple values, common factors taken out).
 
 The rule (``parsimonious``, the default): among the front, from simplest to most complex, the
 first whose validation error is not distinguishably worse than the lowest on the front
@@ -15,25 +15,24 @@ lowest validation error.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TypeVar
 
 import numpy as np
 import sympy
 
 from rcvgp.noisefloor import not_worse
-from rcvgp.timelimit import TimeUp, time_limit
+from rcvgp.search.base import SELECTIONS
 from rcvgp.tree import Expr
 
 __all__ = [
-    "RULES", "Fitted", "pareto_front", "choose", "simple_values", "snap_constants", "as_fractions", "predict",
-    "expanded",
-    "drop_negligible_terms", "simplify",
+    "MAX_DENOMINATOR", "SAME_FIT", "Fitted", "front_of", "pareto_front", "choose", "best_of", "simple_values",
+    "snap_constants", "as_fractions", "predict", "expanded", "drop_negligible_terms", "tidy",
 ]
 
-#: How :func:`choose` picks the law from the front.
-RULES = ("parsimonious", "accuracy")
 #: Largest denominator of the fractions a constant may snap to: halves, thirds and quarters are
 #: the fractions laws hold; with more, nearly every noisy constant is close to one of them.
 MAX_DENOMINATOR = 4
@@ -60,20 +59,30 @@ class Fitted:
         return len(self.expr)
 
 
-#: A more complex fit joins the front only if it lowers the validation NMSE by more than this
-#: fraction: less is the same function written with more nodes.
+#: A more complex fit joins the front only if it lowers the loss by more than this fraction:
+#: less is the same function written with more nodes.
 SAME_FIT = 1e-6
+
+T = TypeVar("T")
+
+
+def front_of(items: Iterable[T], key: Callable[[T], tuple[int, float]]) -> list[T]:
+    """The items no simpler item beats, simplest first: ``key(item)`` is (complexity, loss),
+    and an item is kept only if its loss is lower than every simpler one's by more than
+    :data:`SAME_FIT` of it (ties go to the simpler)."""
+    front: list[T] = []
+    best = math.inf
+    for item in sorted(items, key=key):
+        loss = key(item)[1]
+        if not front or loss < best * (1 - SAME_FIT):
+            front.append(item)
+            best = loss
+    return front
 
 
 def pareto_front(fitted: Iterable[Fitted]) -> list[Fitted]:
-    """The fits no simpler fit beats, simplest first: each kept only if its validation NMSE is
-    lower than that of every simpler one (by more than :data:`SAME_FIT` of it; ties go to the
-    simpler)."""
-    front: list[Fitted] = []
-    for f in sorted(fitted, key=lambda f: (f.complexity, f.nmse_validation)):
-        if not front or f.nmse_validation < front[-1].nmse_validation * (1 - SAME_FIT):
-            front.append(f)
-    return front
+    """The Pareto front of fits on the validation data (:func:`front_of`)."""
+    return front_of(fitted, lambda f: (f.complexity, f.nmse_validation))
 
 
 def choose(front: Sequence[Fitted], y: np.ndarray, noise_var: np.ndarray, rule: str = "parsimonious") -> int:
@@ -90,9 +99,9 @@ def choose(front: Sequence[Fitted], y: np.ndarray, noise_var: np.ndarray, rule: 
     """
     if not front:
         raise ValueError("choose needs at least one fitted expression")
-    if rule not in RULES:
-        raise ValueError(f"unknown rule {rule!r} (one of {', '.join(RULES)})")
-    best = min(range(len(front)), key=lambda i: front[i].nmse_validation)
+    if rule not in SELECTIONS:
+        raise ValueError(f"unknown rule {rule!r} (one of {', '.join(SELECTIONS)})")
+    best = best_of(front)
     if rule == "accuracy":
         return best
     for i, f in enumerate(front[:best]):
@@ -101,17 +110,35 @@ def choose(front: Sequence[Fitted], y: np.ndarray, noise_var: np.ndarray, rule: 
     return best
 
 
-def simple_values(value: float, max_denominator: int = MAX_DENOMINATOR) -> list[sympy.Rational]:
-    """The simple numbers ``value`` might be, simplest first: 0, the nearest integer, then the
-    nearest fraction of each denominator up to ``max_denominator``."""
-    out: list[sympy.Rational] = [sympy.Integer(0)]
-    if not np.isfinite(value):
+def best_of(front: Sequence[Fitted]) -> int:
+    """The index of the lowest validation error."""
+    return min(range(len(front)), key=lambda i: front[i].nmse_validation)
+
+
+def simple_values(value: float, max_denominator: int = MAX_DENOMINATOR) -> list[sympy.Number]:
+    """The simple numbers ``value`` might be, simplest first: 0, then, in its decade
+    (``value = m * 10**k``, 1 <= |m| < 10), the nearest ``m`` of each denominator up to
+    ``max_denominator``, kept if the number is a whole one, a fraction of such a denominator
+    (1/3, 5/2) or a decimal of two digits (0.3, 0.25, 5e-7). Decades make the candidates the
+    same in any units: 5.00003e-7 snaps to 5e-7 as 5.00003 snaps to 5.
+
+    A whole number or a fraction is exact (a sympy Rational), a decimal a Float, which reads as
+    a scientist writes it."""
+    out: list[sympy.Number] = [sympy.Integer(0)]
+    if not (math.isfinite(value) and value != 0):
         return out
+    k = math.floor(math.log10(abs(value)))
+    seen: set[Fraction] = set()
     for q in range(1, max_denominator + 1):
-        near = Fraction(value).limit_denominator(q)
-        r = sympy.Rational(near.numerator, near.denominator)
-        if r not in out:
-            out.append(r)
+        mantissa = Fraction(value / 10.0**k).limit_denominator(q)
+        near = mantissa * Fraction(10) ** k
+        if near in seen or near == 0:
+            continue
+        seen.add(near)
+        if near.denominator <= max_denominator:
+            out.append(sympy.Rational(near.numerator, near.denominator))
+        elif (2 * mantissa).denominator == 1:
+            out.append(sympy.Float(float(near)))
     return out
 
 
@@ -131,14 +158,14 @@ def snap_constants(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool]) -> sy
 
 
 def as_fractions(expr: sympy.Expr) -> sympy.Expr:
-    """``expr`` with each float that is one of its :func:`simple_values` to rounding written as
-    that fraction: simplify turns the 2/3 a constant snapped to into 0.666666666666667 when
-    other floats share its sum, which reads like a fitted value."""
+    """``expr`` with each float that is a whole number or a fraction of :func:`simple_values` to
+    rounding written as one: factoring turns the 2/3 a constant snapped to into
+    0.666666666666667 when other floats share its term, which reads like a fitted value."""
     swap = {}
     for f in expr.atoms(sympy.Float):
         value = float(f)
         for r in simple_values(value)[1:]:
-            if abs(value - float(r)) <= 1e-12 * abs(value):
+            if isinstance(r, sympy.Rational) and abs(value - float(r)) <= 1e-12 * abs(value):
                 swap[f] = r
                 break
     return expr.xreplace(swap) if swap else expr
@@ -205,17 +232,16 @@ def drop_negligible_terms(
     return sympy.Add(*keep)
 
 
-#: Wall seconds sympy's simplify may take on the chosen expression before it is shown as found.
-SIMPLIFY_SECONDS = 5.0
-
-
-def simplify(expr: sympy.Expr, max_ops: int = 60, seconds: float = SIMPLIFY_SECONDS) -> sympy.Expr:
-    """sympy's simplify for small expressions, given up after ``seconds`` (24 operations of
-    trigonometry took it 17 s, doing nothing); a cheap expansion for big ones."""
+def tidy(expr: sympy.Expr) -> sympy.Expr:
+    """The law as a reader wants it: the factors common to all its terms taken out
+    (``x0*(x1**2 + x2**2)/2``), and a snapped fraction written as one. Deterministic and quick,
+    unlike sympy's simplify, whose heuristics can run for minutes and would need a time limit
+    (an answer that depends on the machine)."""
     try:
-        if sympy.count_ops(expr) <= max_ops:
-            with time_limit(seconds):
-                return sympy.simplify(expr)
-        return sympy.expand(expr)
-    except (TypeError, ValueError, RecursionError, TimeUp):
+        factored = sympy.factor_terms(expr)
+        # A number alone taken out of a sum (5*(2000*x0*x1 + 1/2)) reads worse than the sum.
+        if factored.as_coeff_Mul()[1].is_Add:
+            factored = expr
+        return as_fractions(factored)
+    except (TypeError, ValueError, RecursionError):
         return expr

@@ -22,16 +22,16 @@ from rcvgp.errors import BudgetExhausted, ConfigError, OracleError
 from rcvgp.evaluate import evaluate
 from rcvgp.gp import Grammar, crossover, deletions, mutate, random_term, random_tree, tournament
 from rcvgp.metrics import domain_symbol, regression_metrics, round_floats
-from rcvgp.noisefloor import EXACT_LOSS, Floor, NoiseModel, estimate_noise, not_worse
+from rcvgp.noisefloor import NoiseModel, estimate_noise, not_worse
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, Variable, check_reply, design_points, design_trials
-from rcvgp.search.base import Candidate, Progress, ProgressCallback, SearchConfig, SearchResult
+from rcvgp.search.base import Candidate, Progress, ProgressCallback, SearchConfig, SearchResult, rounds_not_run
 from rcvgp.search.choice import (
-    Fitted, as_fractions, choose, drop_negligible_terms, expanded, pareto_front, predict, simplify, snap_constants,
+    Fitted, best_of, choose, drop_negligible_terms, expanded, front_of, pareto_front, predict, snap_constants, tidy,
 )
 from rcvgp.tree import CONST_TOKEN, Expr, reopened
 
-__all__ = ["Lab", "Individual", "Run", "StopSearch"]
+__all__ = ["REPEATS", "Lab", "Individual", "Run", "StopSearch", "unit_scale"]
 
 _SCREEN_ITERATIONS = 3
 #: Generations a round goes on after its best tree fits to the noise floor without getting smaller.
@@ -55,8 +55,8 @@ class StopSearch(Exception):
         self.reason = reason
 
 
-#: Replicate readings per set point when the search estimates the noise; the set points are
-#: one batch's worth, so the estimate costs one batch of points.
+#: Replicate readings per set point when the search estimates the noise, at batch / REPEATS
+#: set points (two at least): the estimate costs about one batch of points.
 REPEATS = 8
 
 
@@ -87,7 +87,7 @@ class Lab:
     (``x_scale``): a law in other units of its variables is the same search. y is left in its
     units: the constants that scale it are fitted by least squares whatever its scale, and
     dividing it by a power of ten cost exact recoveries of laws whose terms have coefficient 1
-    (livermore2-n4, seed 0: 9 instead of 14 of 25, benchmarks/RESULTS.md).
+    (livermore2-n4, seed 0: 9 instead of 14 of 25; benchmarks/RESULTS.md, "Not kept").
 
     ``reserve`` points of the budget are kept for the final fit, validation and test sets, so a
     spent budget still ends with a scored result.
@@ -126,6 +126,13 @@ class Lab:
         # The first request is one set of trials: a single trial if nothing is ever held.
         first = self.n_trials(holds_variables and self.spec.n_vars > 1)
         needed = self.reserve + config.batch * first + self.n_replicates
+        requests = math.ceil(self.n_replicates / self.spec.max_rows) + math.ceil(config.batch * first / self.spec.max_rows)
+        if config.max_requests is not None and config.max_requests < requests:
+            raise ConfigError(
+                f"budget `max_requests` = {config.max_requests} is too small: a run needs at least {requests} "
+                f"(the noise estimate's replicate readings and the first set of trials, in requests of at most "
+                f"{self.spec.max_rows} rows; the final fit, validation and test do not count)"
+            )
         if config.max_points is not None and config.max_points < needed:
             trials = f"one set of {first} trials" if first > 1 else "one trial"
             replicates = f", {self.n_replicates} replicate readings to estimate the noise" if self.n_replicates else ""
@@ -148,11 +155,16 @@ class Lab:
             X = np.repeat(design_points(self.design, sets, self.replicate_rng), REPEATS, axis=0)
             _, y = self.measure(X)
             self.noise = estimate_noise(y.reshape(sets, REPEATS))
+            if not self.noise.dof:
+                raise OracleError(
+                    f"{self.spec.name}: no set point of the noise estimate gave two readings "
+                    f"({np.isnan(y).sum()} of {len(y)} readings failed); check the rig, or declare the "
+                    "noise with the search setting `noise_std`"
+                )
 
     def _with_noise(self, X: np.ndarray, y: np.ndarray, controlled: frozenset[int] = frozenset()) -> Trials:
         """Trials (or one trial, for X of shape (m, n_vars)) carrying the noise of their readings."""
-        self._start()
-        assert self.noise is not None
+        assert self.noise is not None  # _start has measured it
         if X.ndim == 2:
             X, y = X[None], y[None]
         noise_var = None if self.noise.zero else self.noise.variance(y)
@@ -182,6 +194,7 @@ class Lab:
         return found
 
     def cached_trials(self, controlled: frozenset[int]) -> Trials | None:
+        """This round's trials of a controlled set if they were measured, else None."""
         return self._trials.get(controlled)
 
     def fresh_points(self, n: int, reserved: bool = False) -> Trials:
@@ -439,11 +452,12 @@ class Run:
         """Tell the progress callback why the search stopped early, naming the rounds it left out."""
         if self.progress is None or stopped == "completed":
             return
-        started, planned = self.round, self.n_rounds
+        left = rounds_not_run(self.round, self.n_rounds)
         reason = {"budget": "measurement budget spent", "time": "time budget spent"}.get(stopped, stopped)
-        if started < planned:
-            left = f"round {planned}" if started + 1 == planned else f"rounds {started + 1}-{planned}"
-            reason += f" in round {started} of {planned}: {left} not run"
+        if left:
+            where = f"round {self.round} of {self.n_rounds}" if self.round else "the first pools"
+            rounds = f"round {left[0]}" if len(left) == 1 else f"rounds {left[0]}-{left[-1]}"
+            reason += f" in {where}: {rounds} not run"
         self.progress(Progress(self.method, self.round, self.n_rounds, 0, self.best_seen, self.lab.points,
                                self.lab.requests, time.perf_counter() - self.started, message=reason))
 
@@ -471,7 +485,8 @@ class Run:
     # --- FreezeEquation and the schedule ---------------------------------------------------
     def pruned(self, ind: Individual) -> Individual:
         """An individual that fits to the noise floor, with every editable subtree its fit does
-        not need made one constant.
+        not need (the tree without it fits the trials as well, as far as the noise can tell: see
+        :func:`rcvgp.noisefloor.not_worse`) made one constant.
 
         Such trees carry do-nothing parts (``c*x0*cos(x0)`` fitted to zero, say); once frozen,
         they could never be removed, they slow every later fit and take up the room
@@ -479,15 +494,16 @@ class Run:
         trials = self.lab.cached_trials(ind.controlled)
         if trials is None or not ind.fit.at_floor:
             return ind
-        screen = max(_PRUNE_SCREEN, 2 * trials.floor.mean_level)
+        screen = max(_PRUNE_SCREEN, 2 * float(trials.floor.level.max()))
         shrunk = True
         while shrunk:
             shrunk = False
+            before = evaluate(ind.expr.tokens, trials.X, ind.fit.constants)
             for child in deletions(ind.expr):
                 init = inherited_constants(ind.expr, ind.fit.constants, child)
                 fit = self.fit(child, trials, threshold=screen, init=init)
                 self.check_time()
-                if fit.at_floor:
+                if fit.at_floor and _as_good(trials, evaluate(child.tokens, trials.X, fit.constants), before):
                     ind, shrunk = dataclasses.replace(ind, expr=child, fit=fit), True
                     break
         return ind
@@ -525,20 +541,21 @@ class Run:
 
     def _unexplained(self, ind: Individual, summary: np.ndarray) -> np.ndarray:
         """The summary constants whose spread over the trials the data need. Each in turn is set
-        to its median in every trial and counted standalone if no trial's loss rises by more
-        than the noise lets a loss vary (rounding, with no noise): an exact fit leaves such
-        leftovers as ``1e-17*x0``, whose values scatter around zero, a noisy one scatters every
-        constant, and an open one is fitted to anything in the next round."""
+        to its median in every trial and counted standalone if no trial fits distinguishably
+        worse for it (:func:`rcvgp.noisefloor.not_worse`; with no noise, worse than rounding): an
+        exact fit leaves such leftovers as ``1e-17*x0``, whose values scatter around zero, a
+        noisy one scatters every constant, and an open one is fitted to anything in the next
+        round."""
         trials = self.lab.cached_trials(ind.controlled)
         if trials is None or not summary.any():
             return summary
         theta = ind.fit.constants.copy()
-        limit = ind.fit.losses + _tolerance(ind.fit.floor)
+        fitted = evaluate(ind.expr.tokens, trials.X, theta)
         out = summary.copy()
         for k in np.flatnonzero(summary):
             pinned = theta.copy()
             pinned[:, k] = np.median(theta[:, k])
-            if np.all(trials.losses(evaluate(ind.expr.tokens, trials.X, pinned)) <= limit):
+            if _as_good(trials, evaluate(ind.expr.tokens, trials.X, pinned), fitted):
                 theta, out[k] = pinned, False
         return out
 
@@ -560,10 +577,13 @@ class Run:
             basis = np.column_stack([np.ones_like(g), g])
             (a, m), *_ = np.linalg.lstsq(basis, curves.T, rcond=None)
             misfit = np.mean((curves - (basis @ np.vstack([a, m])).T) ** 2, axis=1)
-            # Within rounding of the curves' own spread, or within what the noise lets a loss vary.
-            allowed = np.maximum(_AFFINE_TOL * np.var(curves, axis=1), _tolerance(ind.fit.floor) * trials.spread**2)
-            if not np.all(misfit <= allowed):
-                return None
+            # Within rounding of the curves' own spread, or as good a fit of every trial as far
+            # as the noise can tell.
+            if not np.all(misfit <= _AFFINE_TOL * np.var(curves, axis=1)):
+                shared = evaluate(ind.expr.tokens, trials.X, np.broadcast_to(theta[ref], theta.shape))
+                factored = a[:, None] + m[:, None] * shared
+                if not _as_good(trials, factored, evaluate(ind.expr.tokens, trials.X, theta)):
+                    return None
             eps = self.config.eps_const
             scaled = bool(np.any(np.abs(m - 1.0) > eps))
             shifted = bool(np.any(np.abs(a) > eps * np.abs(m) * np.std(g)))
@@ -598,21 +618,30 @@ class Run:
         noise = lab.noise.variance(val.y[0])
         front = pareto_front(self._fitted(expr, start, schedule, fit_data, val) for expr, start, schedule in structures)
         index = choose(front, val.y[0], noise, cfg.selection)
-        law = self._pruned_law(front[index], fit_data, val, noise)
+        # Cleaning must leave the law as good as the front's best, not only as its own entry.
+        best = front[best_of(front)].prediction
+        law = self._pruned_law(front[index], fit_data, val, noise, best)
         # From here on, the oracle's units.
         names = self.symbols()
         X_val, y_val = val.X[0] * lab.x_scale, val.y[0]
 
         def acceptable(e: sympy.Expr) -> bool:
-            return not_worse(y_val, predict(e, names, X_val), front[index].prediction, noise)
+            return not_worse(y_val, predict(e, names, X_val), best, noise)
 
         # Constants are snapped in the expanded form, where each term has one coefficient (a
-        # factored 10*x1*(0.1001*x2 + ...) hides the 1.001 to snap), then the law is simplified.
-        snapped = snap_constants(drop_negligible_terms(expanded(self.in_units(law.expr.to_sympy(law.constants, names))),
-                                                       names, X_val), acceptable)
-        readable = as_fractions(simplify(snapped))
+        # factored 10*x1*(0.1001*x2 + ...) hides the 1.001 to snap); only those of a law that
+        # fits to the noise floor, since an approximation's constants are no law's, and simple
+        # values would make it look like one.
+        raw = drop_negligible_terms(expanded(self.in_units(law.expr.to_sympy(law.constants, names))), names, X_val)
+        at_floor = bool(val.losses(law.prediction[None])[0] <= val.floor.level[0])
+        readable = tidy(snap_constants(raw, acceptable) if at_floor else raw)
         if not acceptable(readable):
-            readable = snapped  # simplify can give a form that evaluates differently (a branch cut, say)
+            readable = raw  # a form that evaluates differently (a branch cut, say)
+        shown = dataclasses.replace(
+            law, prediction=predict(readable, names, X_val), loss=float(fit_data.losses(predict(
+                readable, names, fit_data.X[0] * lab.x_scale)[None])[0]),
+        )
+        shown = dataclasses.replace(shown, nmse_validation=float(val.losses(shown.prediction[None])[0]))
         test_metrics = regression_metrics(test.y[0], predict(readable, names, test.X[0] * lab.x_scale))
         equations = tuple(
             self.candidate(f, expanded(self.in_units(f.expr.to_sympy(f.constants, names))), names, chosen=i == index)
@@ -621,7 +650,7 @@ class Run:
         return SearchResult(
             method=self.method,
             seed=self.seed,
-            best=self.candidate(law, readable, names, chosen=True),
+            best=self.candidate(shown, readable, names, chosen=True),
             equations=equations,
             test_metrics=test_metrics,
             points_measured=lab.points,
@@ -630,27 +659,24 @@ class Run:
             wall_seconds=time.perf_counter() - self.started,
             stopped=stopped,
             config=cfg,
-            noise=lab.noise or NoiseModel(),
+            noise=lab.noise,
             rounds=(self.round, self.n_rounds),
         )
 
     def _structures(self) -> list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]]:
         """The structures to refit at the end, with their starting constants and schedules: the
-        hall of fame's front (the best fit of each size, kept if it beats every smaller one), or,
-        if the run stopped before any variable was free of control, its best individuals.
+        hall of fame's front (the best fit of each size, kept if it beats every smaller one; the
+        ``hall_of_fame`` most accurate if it is longer), or, if the run stopped before any
+        variable was free of control, its best individuals.
 
         The constants FreezeEquation fixed are fitted again, now on data with no variable held,
         from their frozen values; trees that differ only in those values are one structure, and
         every node is open to the final cleaning."""
+        limit = self.config.hall_of_fame
         if self.hall:
-            pool, best = [], (math.inf, math.inf)
-            for size in sorted(self.hall):
-                ind = self.hall[size]
-                if (ind.score, ind.fitness) < best:
-                    pool.append(ind)
-                    best = (ind.score, ind.fitness)
+            pool = front_of(self.hall.values(), lambda ind: (len(ind.expr), ind.fitness))[-limit:]
         else:
-            pool = _rank(self.current)
+            pool = _rank(self.current)[:limit]
         out: list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]] = []
         seen: set[tuple[str, ...]] = set()
         for ind in pool:
@@ -659,8 +685,6 @@ class Run:
             if tokens not in seen:
                 seen.add(tokens)
                 out.append((Expr(tokens), np.array(values) if values else None, ind.schedule))
-            if len(out) >= self.config.hall_of_fame:
-                break
         return out
 
     def _fitted(
@@ -675,24 +699,25 @@ class Run:
         nmse = regression_metrics(val.y[0], pred)["nmse"]
         return Fitted(expr, consts, schedule, float(fit.losses[0]), pred, nmse if nmse == nmse else math.inf)
 
-    def _pruned_law(self, chosen: Fitted, data: Trials, val: Trials, noise: np.ndarray) -> Fitted:
+    def _pruned_law(self, chosen: Fitted, data: Trials, val: Trials, noise: np.ndarray, best: np.ndarray) -> Fitted:
         """The chosen fit with every subtree made one constant whose removal leaves it not
-        distinguishably worse on the validation points (biggest subtrees first, each compared
-        with the fit as chosen, so that small losses cannot add up)."""
+        distinguishably worse on the validation points than the ``best`` predictions (biggest
+        subtrees first, each compared with the same reference, so that small losses cannot add
+        up)."""
         law, shrunk = chosen, True
         while shrunk:
             shrunk = False
             for child in deletions(law.expr):
                 init = inherited_constants(law.expr, law.constants[None], child)
                 fitted = self._fitted(child, init[0], law.schedule, data, val)
-                if not_worse(val.y[0], fitted.prediction, chosen.prediction, noise):
+                if not_worse(val.y[0], fitted.prediction, best, noise):
                     law, shrunk = fitted, True
                     break
         return law
 
     def symbols(self) -> list[sympy.Symbol]:
         """The oracle's variables as sympy symbols that know their declared support, so that
-        simplify turns sqrt(x**2) into x (not Abs(x)) where x is positive."""
+        sqrt(x**2) is x (not Abs(x)) where x is positive."""
         return [domain_symbol(v) for v in self.spec.variables]
 
     def in_units(self, expr: sympy.Expr) -> sympy.Expr:
@@ -748,10 +773,11 @@ def inherited_constants(parent: Expr, constants: np.ndarray, child: Expr) -> np.
     return np.where(np.isfinite(start), start, 1.0)
 
 
-def _tolerance(floor: Floor) -> np.ndarray:
-    """(K,) how much a trial's loss may rise before the data show it: the noise floor's band,
-    or rounding with no noise."""
-    return floor.level - floor.expected
+def _as_good(trials: Trials, new: np.ndarray, old: np.ndarray) -> bool:
+    """Whether predictions ``new`` (K, m) fit every trial as well as ``old``, as far as the
+    noise can tell (:func:`rcvgp.noisefloor.not_worse`; rounding, with no noise)."""
+    noise = trials.noise_var if trials.noise_var is not None else np.zeros_like(trials.y)
+    return all(not_worse(trials.y[k], new[k], old[k], noise[k]) for k in range(trials.n_trials))
 
 
 def _median_start(constants: np.ndarray) -> np.ndarray | None:
