@@ -17,7 +17,7 @@ from rcvgp.operators import OPERATORS
 from rcvgp.tree import CONST_TOKEN, Expr, arity, is_var, subtree_end
 
 __all__ = [
-    "Grammar", "random_tree", "random_term", "mutate", "crossover", "tournament", "simplify_tree", "deletions",
+    "Grammar", "random_tree", "random_term", "mutate", "crossover", "tournament", "simplify_tree", "deletions", "hoists",
 ]
 
 
@@ -171,6 +171,21 @@ def deletions(expr: Expr) -> list[Expr]:
         if len(child) < len(expr) and child.variables and child not in out:
             out.append(child)
     return out
+
+
+def hoists(expr: Expr) -> list[Expr]:
+    """Every tree made by replacing one editable operator with one of its children (then
+    simplified), smallest first; only those smaller than ``expr`` and with a variable left:
+    ``(c*sqrt(x0) + c)`` loses a constant offset that ``deletions`` can only take with the rest."""
+    out = []
+    for i in _editable(expr, ops_only=True):
+        j = i + 1
+        for _ in range(arity(expr.tokens[i])):
+            child = simplify_tree(expr.replace(i, expr.subtree(j)))
+            j = subtree_end(expr.tokens, j)
+            if len(child) < len(expr) and child.variables and child not in out:
+                out.append(child)
+    return sorted(out, key=len)
 
 
 def _editable(expr: Expr, leaves_only: bool = False, ops_only: bool = False) -> list[int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rcvgp.gp import Grammar, crossover, deletions, mutate, random_term, random_tree, simplify_tree, tournament
+from rcvgp.gp import Grammar, crossover, deletions, hoists, mutate, random_term, random_tree, simplify_tree, tournament
 from rcvgp.oracle import CallableOracle, OracleSpec, Variable
 from rcvgp.operators import OPERATORS
 from rcvgp.search import SearchConfig
@@ -237,6 +237,16 @@ def test_deletions_make_one_editable_subtree_a_constant_biggest_first() -> None:
     frozen = Expr(("add", "mul", "2.0", "x0", "sin", "x1"), (True, True, True, True, False, False))
     assert [d.tokens for d in deletions(frozen)] == [("add", "mul", "2.0", "x0", "c")]
     assert deletions(Expr(("mul", "c", "x0"), (True, True, True))) == []
+
+
+def test_hoists_replace_an_operator_by_one_of_its_children_smallest_first() -> None:
+    # (c + x1**2) * (c*sqrt(x0) + c): the offset beside c*sqrt(x0) can go, which deletions cannot do
+    e = Expr(("mul", "add", "c", "n2", "x1", "add", "mul", "c", "sqrt", "x0", "c"))
+    found = [d.tokens for d in hoists(e)]
+    assert ("mul", "add", "c", "n2", "x1", "mul", "c", "sqrt", "x0") in found
+    assert all(len(d) < len(e) for d in hoists(e)) and found == sorted(found, key=len)
+    assert ("c",) not in found  # a variable must be left
+    assert hoists(Expr(("mul", "c", "x0"), (True, True, True))) == []  # frozen: nothing to hoist
 
 
 def test_tournament_picks_the_lowest_fitness_among_its_picks() -> None:

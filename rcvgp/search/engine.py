@@ -20,7 +20,7 @@ import sympy
 from rcvgp.constants import FitResult, Trials, fit_constants, linear_constants
 from rcvgp.errors import BudgetExhausted, ConfigError, OracleError
 from rcvgp.evaluate import evaluate
-from rcvgp.gp import Grammar, crossover, deletions, mutate, random_term, random_tree, tournament
+from rcvgp.gp import Grammar, crossover, deletions, hoists, mutate, random_term, random_tree, tournament
 from rcvgp.metrics import domain_symbol, regression_metrics, round_floats
 from rcvgp.noisefloor import NoiseModel, estimate_noise, not_worse
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
@@ -616,11 +616,13 @@ class Run:
         test = lab.fresh_points(cfg.n_test, reserved=True)
         assert lab.noise is not None  # measured with the first trials
         noise = lab.noise.variance(val.y[0])
-        front = pareto_front(self._fitted(expr, start, schedule, fit_data, val) for expr, start, schedule in structures)
+        fitted = pareto_front(self._fitted(expr, start, schedule, fit_data, val) for expr, start, schedule in structures)
+        # Each entry without the parts the validation data do not need, so that the choice weighs
+        # the laws' own sizes, not those of the trees they came in.
+        front = pareto_front(self._pruned_law(f, fit_data, val, noise) for f in fitted)
         index = choose(front, val.y[0], noise, cfg.selection)
-        # Cleaning must leave the law as good as the front's best, not only as its own entry.
-        best = front[best_of(front)].prediction
-        law = self._pruned_law(front[index], fit_data, val, noise, best)
+        law = front[index]
+        best = front[best_of(front)].prediction  # snapping must leave the law as good as this
         # From here on, the oracle's units.
         names = self.symbols()
         X_val, y_val = val.X[0] * lab.x_scale, val.y[0]
@@ -699,18 +701,18 @@ class Run:
         nmse = regression_metrics(val.y[0], pred)["nmse"]
         return Fitted(expr, consts, schedule, float(fit.losses[0]), pred, nmse if nmse == nmse else math.inf)
 
-    def _pruned_law(self, chosen: Fitted, data: Trials, val: Trials, noise: np.ndarray, best: np.ndarray) -> Fitted:
-        """The chosen fit with every subtree made one constant whose removal leaves it not
-        distinguishably worse on the validation points than the ``best`` predictions (biggest
-        subtrees first, each compared with the same reference, so that small losses cannot add
-        up)."""
-        law, shrunk = chosen, True
+    def _pruned_law(self, entry: Fitted, data: Trials, val: Trials, noise: np.ndarray) -> Fitted:
+        """The fit with every subtree made one constant, and every operator replaced by one of
+        its children, where that leaves it not distinguishably worse on the validation points
+        (biggest subtrees first, each compared with the fit as it came, so that small losses
+        cannot add up)."""
+        law, shrunk = entry, True
         while shrunk:
             shrunk = False
-            for child in deletions(law.expr):
+            for child in deletions(law.expr) + hoists(law.expr):
                 init = inherited_constants(law.expr, law.constants[None], child)
                 fitted = self._fitted(child, init[0], law.schedule, data, val)
-                if not_worse(val.y[0], fitted.prediction, best, noise):
+                if not_worse(val.y[0], fitted.prediction, entry.prediction, noise):
                     law, shrunk = fitted, True
                     break
         return law
