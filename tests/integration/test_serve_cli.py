@@ -77,6 +77,18 @@ def test_keys_writes_key_pairs_and_refuses_to_overwrite(tmp_path: Path, capsys: 
     assert "--force" in capsys.readouterr().err
 
 
+def _refused(proc: subprocess.Popen) -> str:
+    """The stderr of a ``serve`` that must exit 2 at start-up; killed if it served instead."""
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:  # it served: stop it before failing
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 2, out + err
+    return err
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("bind", ["tcp://127.0.0.1:1;0.0.0.0:{port}", "tcp://127.0.0.1:0;*:{port}"])
 def test_serve_refuses_a_source_address_that_hides_a_public_bind(tmp_path: Path, bind: str) -> None:
@@ -85,14 +97,7 @@ def test_serve_refuses_a_source_address_that_hides_a_public_bind(tmp_path: Path,
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = _serve(tmp_path, "--bind", bind.format(port=port))
-    try:
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:  # it served: stop it before failing
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 2, out + err
+    err = _refused(_serve(tmp_path, "--bind", bind.format(port=port)))
     assert "--insecure" in err and len(err.strip().splitlines()) == 1
 
 
@@ -101,13 +106,7 @@ def test_serve_refuses_a_missing_curve_clients_folder_in_one_line(tmp_path: Path
     assert main(["keys", str(tmp_path / "keys")]) == 0
     proc = _serve(tmp_path, "--bind", f"ipc://{tmp_path}/rig.sock", "--curve-secret", str(tmp_path / "keys" / "server.key_secret"),
                   "--curve-clients", str(tmp_path / "allowed"))
-    try:
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:  # it served: stop it before failing
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 2, out + err
+    err = _refused(proc)
     assert len(err.strip().splitlines()) == 1 and "--curve-clients" in err and "allowed" in err
 
 
