@@ -61,7 +61,7 @@ class NoiseModel:
         """The noise variance of readings ``y`` (any shape)."""
         y = np.asarray(y, dtype=float)
         with np.errstate(over="ignore", invalid="ignore"):
-            return self.absolute**2 + (self.relative * y) ** 2
+            return np.square(self.absolute) + np.square(self.relative * y)  # numpy: overflow is inf, not an error
 
     def to_dict(self) -> dict[str, Any]:
         """The model as JSON-ready data (``result.json``'s ``noise``)."""
@@ -189,7 +189,8 @@ def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise
         r_c, r_r = (y - candidate) / unit, (y - reference) / unit
         rise = float(np.mean(r_c**2 - r_r**2))
         delta = (candidate - reference) / unit
-        se = 2.0 * math.sqrt(float(np.mean(noise_var / unit**2 * delta**2)) / y.size)
+        # In numpy, not Python floats: readings near 1e300 make unit**2 overflow, which Python raises.
+        se = 2.0 * math.sqrt(float(np.mean(np.square(np.sqrt(noise_var) / unit * delta))) / y.size)
         spread = float(np.var(y / unit)) or float(np.mean((y / unit) ** 2))  # y may not vary
         rounding = EXACT_LOSS * spread
     return bool(rise <= Z * se + rounding)

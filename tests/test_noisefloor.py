@@ -107,3 +107,13 @@ def test_not_worse_judges_a_difference_against_the_noise() -> None:
     assert not not_worse(exact, rare, truth, np.zeros(256))
     assert not_worse(exact, truth * (1 + 1e-12), truth, np.zeros(256))
     assert not not_worse(exact, np.where(x > 0.5, np.inf, truth), truth, np.zeros(256))
+
+
+def test_readings_near_the_largest_float_are_judged_without_overflow() -> None:
+    # feynman/III.14.14 reads up to exp(700); squares of such numbers overflow a Python float
+    x = np.linspace(0, 1, 64)
+    y = 1e300 * (1 + x)
+    noise = NoiseModel(absolute=1e298, relative=0.0, dof=10, source="estimated")
+    assert np.isinf(noise.variance(y)).all()  # too large to square: inf, not an exception
+    assert not_worse(y, y * (1 + 1e-13), y, np.full(64, 1e280))
+    assert not not_worse(y, 1e300 * (1 + 2 * x), y, np.full(64, 1e280))
