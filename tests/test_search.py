@@ -586,3 +586,22 @@ def test_too_few_requests_for_the_replicates_and_one_set_of_trials_is_a_config_e
         run_search("racing", oracle3(), TINY.replace(max_requests=1), seed=0)
     # declared noise needs no replicates
     assert run_search("racing", oracle3(), TINY.replace(max_requests=1, noise_std=0.0), seed=0).stopped == "budget"
+
+
+def test_a_noisy_law_gets_its_constants_from_more_points() -> None:
+    """Noise limits a constant's precision to about noise / sqrt(points): the final fit measures
+    `refit_points` more when readings are noisy, and none when they are not."""
+
+    def oracle(std: float) -> CallableOracle:
+        rng = np.random.default_rng(5)
+        return CallableOracle(lambda X: 1.2345 * X[:, 0] + X[:, 1] + std * rng.standard_normal(len(X)), PLANE)
+
+    def slope(result: SearchResult) -> float:
+        return float(sympy.sympify(result.best.expression).diff("x0"))
+
+    few = run_search("gp", oracle(0.2), PLANE_CONFIG.replace(refit_points=0), seed=0)
+    many = run_search("gp", oracle(0.2), PLANE_CONFIG.replace(refit_points=8192), seed=0)
+    assert many.points_measured == few.points_measured + 8192
+    assert abs(slope(many) - 1.2345) < 0.002 < abs(slope(few) - 1.2345)
+    noiseless = [run_search("gp", oracle(0.0), PLANE_CONFIG.replace(refit_points=n), seed=0) for n in (0, 8192)]
+    assert noiseless[0].points_measured == noiseless[1].points_measured

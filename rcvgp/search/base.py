@@ -52,6 +52,7 @@ class SearchConfig:
     max_depth: int = 12
     n_validation: int = 256
     n_test: int = 256
+    refit_points: int = 1024  # more points for the final refit when readings are noisy (as the budget allows)
     noise_std: float | None = None  # std of a reading in y's units; None: estimate from replicates
     selection: str = "parsimonious"  # or "accuracy": how the law is chosen from the front
     max_points: int | None = None
@@ -69,6 +70,8 @@ class SearchConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"search setting `{name}` must be an integer >= 1, got {value!r}")
+        if isinstance(self.refit_points, bool) or not isinstance(self.refit_points, int) or self.refit_points < 0:
+            raise ConfigError(f"search setting `refit_points` must be an integer >= 0, got {self.refit_points!r}")
         for name in ("p_mutate", "p_mate"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:

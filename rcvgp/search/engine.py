@@ -203,6 +203,19 @@ class Lab:
         X, y = self.measure(design_points(self.design, n, self.rng), reserved=reserved)
         return self._with_noise(X, y)
 
+    def with_more_points(self, trials: Trials, n: int) -> Trials:
+        """``trials`` (one trial, no variable held) with up to ``n`` fresh points added, as many
+        as the budget leaves; unchanged when readings are noiseless, where more points would not
+        make a constant more precise."""
+        assert self.noise is not None  # measured with the first trials
+        if self.noise.zero or n == 0:
+            return trials
+        try:
+            more = self.fresh_points(n)
+        except BudgetExhausted:
+            return trials
+        return self._with_noise(np.concatenate([trials.X[0], more.X[0]]), np.concatenate([trials.y[0], more.y[0]]))
+
     def measure(self, X: np.ndarray, reserved: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Measure set points X given in the search's units, in requests of at most ``max_rows``
         rows; return (X reached, in the search's units: X itself where the oracle reached it,
@@ -612,6 +625,9 @@ class Run:
         if not structures:
             raise BudgetExhausted("the search stopped before it could fit a single expression")
         fit_data = lab.cached_trials(frozenset()) or lab.fresh_points(cfg.batch, reserved=True)
+        # Noise limits a constant's precision to about noise / sqrt(points): the law's constants
+        # are fitted on more points than a round's, so they carry more right digits.
+        fit_data = lab.with_more_points(fit_data, cfg.refit_points)
         val = lab.fresh_points(cfg.n_validation, reserved=True)
         test = lab.fresh_points(cfg.n_test, reserved=True)
         assert lab.noise is not None  # measured with the first trials
@@ -622,13 +638,16 @@ class Run:
         front = pareto_front(self._pruned_law(f, fit_data, val, noise) for f in fitted)
         index = choose(front, val.y[0], noise, cfg.selection)
         law = front[index]
-        best = front[best_of(front)].prediction  # snapping must leave the law as good as this
         # From here on, the oracle's units.
         names = self.symbols()
         X_val, y_val = val.X[0] * lab.x_scale, val.y[0]
+        X_fit, y_fit = fit_data.X[0] * lab.x_scale, fit_data.y[0]
+        best = front[best_of(front)]  # snapping must leave the law as good as this, on all the evidence
+        best_on_fit = predict(self.in_units(best.expr.to_sympy(best.constants, names)), names, X_fit)
+        evidence = [(X_val, y_val, best.prediction, noise), (X_fit, y_fit, best_on_fit, lab.noise.variance(y_fit))]
 
         def acceptable(e: sympy.Expr) -> bool:
-            return not_worse(y_val, predict(e, names, X_val), best, noise)
+            return all(not_worse(y, predict(e, names, X), ref, var) for X, y, ref, var in evidence)
 
         # Constants are snapped in the expanded form, where each term has one coefficient (a
         # factored 10*x1*(0.1001*x2 + ...) hides the 1.001 to snap); only those of a law that
