@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from rcvgp.errors import ConfigError, ExpressionError, OracleError, OracleTimeout, RcvgpError
+from rcvgp.errors import ConfigError, ExpressionError, OracleError, OracleTimeout, ProtocolError, RcvgpError
 
 __all__ = ["ExitCode", "main", "build_parser"]
 
@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OracleTimeout as exc:
         print(f"rcvgp: oracle timeout: {exc}", file=sys.stderr)
         return ExitCode.TIMEOUT
-    except OracleError as exc:
+    except (OracleError, ProtocolError) as exc:  # a reply that breaks the protocol is the oracle failing
         print(f"rcvgp: oracle error: {exc}", file=sys.stderr)
         return ExitCode.ORACLE
     except RcvgpError as exc:

@@ -10,7 +10,7 @@ where results go::
         - {name: x0, low: 0.1, high: 10, dist: loguniform}
         - {name: x1, low: 0.1, high: 10, dist: loguniform}
         - {name: x2, low: -3, high: 3}
-      noise: 0.0
+      noise: none
     method: racing
     operators: [add, sub, mul, sin, cos]
     seed: 0

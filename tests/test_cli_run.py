@@ -230,3 +230,27 @@ def test_a_run_killed_midway_resumes_to_the_same_result_measuring_nothing_twice(
     assert got["journal"]["live_points"] == expected["points_measured"] - journalled_points
     _, records, _ = read_journal(journal)
     assert sum(r["shape"][0] for r in records) == expected["points_measured"]
+
+
+def test_a_reply_that_breaks_the_protocol_exits_3_and_says_how_to_resume(write_experiment, tmp_path, capsys,
+                                                                          monkeypatch):
+    from rcvgp.errors import ProtocolError
+    from rcvgp.simulate import SimulatedOracle
+
+    measure = SimulatedOracle.measure
+    calls = []
+
+    def breaks_on_the_third(self, X):
+        calls.append(len(X))
+        if len(calls) == 3:
+            raise ProtocolError("tcp://rig:5555: measure reply has no array \"y\"")
+        return measure(self, X)
+
+    write_experiment()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(SimulatedOracle, "measure", breaks_on_the_third)
+    assert main(["run", "exp.yaml"]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2] == (f"rcvgp: every measurement so far is in {tmp_path / 'runs/tiny/journal.jsonl'}; once the "
+                       "oracle is fixed, run the same command again with --resume")
+    assert err[-1] == 'rcvgp: oracle error: tcp://rig:5555: measure reply has no array "y"'

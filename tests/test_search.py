@@ -603,5 +603,9 @@ def test_a_noisy_law_gets_its_constants_from_more_points() -> None:
     many = run_search("gp", oracle(0.2), PLANE_CONFIG.replace(refit_points=8192), seed=0)
     assert many.points_measured == few.points_measured + 8192
     assert abs(slope(many) - 1.2345) < 0.002 < abs(slope(few) - 1.2345)
+    # a point budget gets what it leaves: the search itself is the same, the refit gets the rest
+    budget = few.points_measured + 100
+    budgeted = run_search("gp", oracle(0.2), PLANE_CONFIG.replace(refit_points=8192, max_points=budget), seed=0)
+    assert budgeted.stopped == "completed" and few.points_measured < budgeted.points_measured <= budget
     noiseless = [run_search("gp", oracle(0.0), PLANE_CONFIG.replace(refit_points=n), seed=0) for n in (0, 8192)]
     assert noiseless[0].points_measured == noiseless[1].points_measured

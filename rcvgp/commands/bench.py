@@ -57,7 +57,7 @@ def register(subparsers: Any) -> None:
         "bench",
         help="reproduce the paper's benchmark tables (parallel runs, resumable)",
         description="Run benchmark equations x methods x seeds, each run in its own process, and print per "
-        "group and method: median and 75%% test NMSE, exact-recovery rate, median wall and CPU time and points.",
+        "group and method: median and 75% test NMSE, exact-recovery rate, median wall and CPU time and points.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

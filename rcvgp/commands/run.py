@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rcvgp.commands import int_at_least
-from rcvgp.errors import OracleError
+from rcvgp.errors import OracleError, ProtocolError
 
 __all__ = ["register"]
 
@@ -176,7 +176,7 @@ def _run(config: Any, args: argparse.Namespace) -> int:
     try:
         report = run_experiment(config, resume=args.resume, progress=progress,
                                 notes=None if args.quiet else sys.stderr)
-    except OracleError:
+    except (OracleError, ProtocolError):
         # Only a journal this run wrote to can be resumed (an endpoint that never answered
         # leaves nothing, and an earlier run's journal is not this one's).
         if journal.exists() and (args.resume or _identity(journal) != before):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -208,13 +209,20 @@ class Lab:
         as the budget leaves; unchanged when readings are noiseless, where more points would not
         make a constant more precise."""
         assert self.noise is not None  # measured with the first trials
-        if self.noise.zero or n == 0:
+        n = min(n, self.room())
+        if self.noise.zero or n <= 0:
             return trials
-        try:
-            more = self.fresh_points(n)
-        except BudgetExhausted:
-            return trials
+        more = self.fresh_points(n)
         return self._with_noise(np.concatenate([trials.X[0], more.X[0]]), np.concatenate([trials.y[0], more.y[0]]))
+
+    def room(self) -> int:
+        """Points the budgets leave outside the reserve (a large number if none is set)."""
+        cfg, left = self.config, [sys.maxsize]
+        if cfg.max_points is not None:
+            left.append(cfg.max_points - self.reserve - self.points)
+        if cfg.max_requests is not None:
+            left.append((cfg.max_requests - self.requests) * self.spec.max_rows)
+        return min(left)
 
     def measure(self, X: np.ndarray, reserved: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Measure set points X given in the search's units, in requests of at most ``max_rows``
