@@ -161,7 +161,11 @@ def run_keys(args: argparse.Namespace) -> int:
         existing = [t for t in targets if t.exists()]
         if existing and not args.force:
             raise ConfigError(f"{existing[0]} exists; pass --force to overwrite or choose another --name")
-        public, secret = zauth.create_certificates(str(out), name)
-        os.chmod(secret, 0o600)
+        umask = os.umask(0o077)  # the secret key is private from its first byte, not after a chmod
+        try:
+            public, secret = zauth.create_certificates(str(out), name)
+        finally:
+            os.umask(umask)
+        os.chmod(public, 0o666 & ~umask)  # the public key follows the umask, as results do
         print(f"{name}: public key {public} (share it), key pair {secret} (keep it private)")
     return 0

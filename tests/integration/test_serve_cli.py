@@ -77,6 +77,29 @@ def test_keys_writes_key_pairs_and_refuses_to_overwrite(tmp_path: Path, capsys: 
     assert "--force" in capsys.readouterr().err
 
 
+def test_keys_are_written_private_and_the_public_key_follows_the_umask(tmp_path: Path, monkeypatch) -> None:
+    import os
+
+    import zmq.auth
+
+    create, umasks = zmq.auth.create_certificates, []
+
+    def watched(*args, **kwargs):
+        umasks.append(os.umask(0o077))  # the umask the key files are created under
+        os.umask(umasks[-1])
+        return create(*args, **kwargs)
+
+    monkeypatch.setattr(zmq.auth, "create_certificates", watched)
+    before = os.umask(0o022)
+    try:
+        assert main(["keys", str(tmp_path)]) == 0
+    finally:
+        os.umask(before)
+    assert umasks == [0o077]  # no moment when the secret key is readable by others
+    assert (tmp_path / "server.key").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "server.key_secret").stat().st_mode & 0o777 == 0o600
+
+
 def _refused(proc: subprocess.Popen) -> str:
     """The stderr of a ``serve`` that must exit 2 at start-up; killed if it served instead."""
     try:
