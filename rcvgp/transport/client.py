@@ -35,6 +35,7 @@ import zmq
 from rcvgp.errors import ConfigError, OracleError, OracleTimeout, ProtocolError, RemoteError, RemoteOutOfLimits
 from rcvgp.oracle import DataOracle, OracleSpec, check_reply
 from rcvgp.transport import codec
+from rcvgp.transport.endpoint import check_endpoint
 
 __all__ = ["BaseChannel", "Channel", "MockChannel", "ZmqOracle", "RemoteOutOfLimits", "remote_error", "diagnose"]
 
@@ -262,8 +263,7 @@ class Channel(BaseChannel):
         curve_client_key: str | os.PathLike[str] | None = None,
         on_wait: Callable[[str], None] | None = None,
     ) -> None:
-        if not isinstance(address, str) or "://" not in address:
-            raise ConfigError(f"address must be a ZeroMQ endpoint such as tcp://127.0.0.1:5555, got {address!r}")
+        check_endpoint(address)
         self.address = address
         self._curve: tuple[bytes, bytes, bytes] | None = None
         if curve_server_key is not None:

@@ -21,7 +21,6 @@ it is answered ``EXPIRED`` and never reaches the rig.
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import logging
 import os
 import signal
@@ -43,6 +42,7 @@ from rcvgp.errors import ConfigError, OracleError, OutOfLimitsError
 from rcvgp.oracle import DataOracle, OracleSpec, check_reply
 from rcvgp.transport import codec
 from rcvgp.transport.codec import WireError
+from rcvgp.transport.endpoint import check_endpoint, is_loopback
 
 __all__ = ["DEFAULT_ADDRESS", "DEFAULT_MEASURE_TIMEOUT", "DEFAULT_REPLY_CACHE_BYTES", "MAX_SESSIONS", "OracleServer", "serve",
            "is_loopback"]
@@ -62,31 +62,6 @@ _ENTRY_OVERHEAD = 512
 # Most envelopes waiting on one job (every lazy-pirate retry comes from a new socket).
 _MAX_WAITERS = 16
 _JOURNAL_MAGIC = b"RCVGPJ1\n"
-
-
-def is_loopback(address: str) -> bool:
-    """True for ipc://, inproc:// and tcp:// on 127.0.0.0/8, ::1 or localhost.
-
-    A tcp address may name a source before a ``;`` (``tcp://SOURCE;HOST:PORT``); ZeroMQ binds
-    what follows it, so that is what is judged. The server also judges the endpoint ZeroMQ
-    reports after binding (:attr:`OracleServer.endpoint`), which settles names and wildcards.
-    """
-    scheme, _, rest = address.partition("://")
-    if scheme in ("ipc", "inproc"):
-        return True
-    if scheme != "tcp":
-        return False
-    host = rest.rpartition(";")[2].rsplit(":", 1)[0]
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if host == "localhost":
-        return True
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return False  # an interface name or a wildcard: not provably loopback
-    mapped = getattr(ip, "ipv4_mapped", None)
-    return bool(ip.is_loopback or (mapped is not None and mapped.is_loopback))
 
 
 def _package_version() -> str:
@@ -204,8 +179,7 @@ class OracleServer:
     ) -> None:
         if not isinstance(oracle, DataOracle):
             raise ConfigError(f"OracleServer serves a DataOracle, got {type(oracle).__name__}")
-        if not isinstance(address, str) or "://" not in address:
-            raise ConfigError(f"address must be a ZeroMQ endpoint such as {DEFAULT_ADDRESS}, got {address!r}")
+        check_endpoint(address)
         self.insecure = bool(insecure)
         if not is_loopback(address) and curve_secret_key is None and not insecure:
             raise ConfigError(self._not_loopback_message(address))

@@ -225,6 +225,16 @@ def test_is_loopback(address: str, local: bool) -> None:
     assert is_loopback(address) is local
 
 
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1:99999", "tcp://127.0.0.1:65536", "tcp://127.0.0.1:-1",
+                                     "tcp://127.0.0.1:http", "tcp://127.0.0.1:\u0665", "127.0.0.1:5555"])
+def test_an_endpoint_zeromq_would_take_otherwise_is_refused(oracle: CallableOracle, address: str) -> None:
+    # ZeroMQ takes a tcp port modulo 65536: port 99999 would bind or connect to 34463, silently
+    with pytest.raises(ConfigError, match="65535|ZeroMQ endpoint"):
+        OracleServer(oracle, address)
+    with pytest.raises(ConfigError, match="65535|ZeroMQ endpoint"):
+        ZmqOracle(address, timeout=0.1, deadline=0.2)
+
+
 def test_a_port_in_use_is_a_config_error(server: OracleServer, oracle: CallableOracle) -> None:
     with pytest.raises(ConfigError, match="cannot bind"):
         OracleServer(oracle, server.endpoint).start()
