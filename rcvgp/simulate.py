@@ -477,7 +477,9 @@ class SimulatedOracle(DataOracle):
         if y.size < 2:
             return math.nan
         unit, var, power = (float(v) for v in scaled_moments(y, np.ones(y.shape, dtype=bool)))
-        noise = {"additive": s2 / unit**2, "relative": s2 * var, "multiplicative": s2 * power}[self.noise.kind]
+        # s2 / unit / unit, not s2 / unit**2: readings near 1e300 (exp(700)) make the square
+        # overflow, which Python raises; the quotient underflows to 0 instead.
+        noise = {"additive": s2 / unit / unit, "relative": s2 * var, "multiplicative": s2 * power}[self.noise.kind]
         total = var + noise
         return noise / total if total > 0 else math.nan
 

@@ -476,6 +476,13 @@ def test_noise_floor_of_relative_and_multiplicative_noise() -> None:
     assert SimulatedOracle.from_expression("x0", law, noise="additive:0").noise_floor() == 0.0
 
 
+@pytest.mark.parametrize("noise", ["additive:0.1", "relative:0.01", "multiplicative:0.01"])
+def test_noise_floor_of_readings_near_the_largest_float(noise: str) -> None:
+    # feynman/III.14.14 reads up to exp(700): squares of such numbers overflow a Python float
+    oracle = SimulatedOracle.from_benchmark("feynman/III.14.14", noise=noise)
+    assert 0 <= oracle.noise_floor() < 1
+
+
 @pytest.mark.parametrize(("bench_id", "noise"), [
     ("sincos-4-4-6/3", "additive:0.1"),
     ("feynman/I.8.14", "relative:0.1"),
