@@ -127,14 +127,16 @@ def is_exact(
     scale = min((abs(float(c)) for c in t.atoms(sympy.Float) if float(c) != 0), default=1.0)
     tiny = rel * min(scale, 1.0)
     zeroed = _without_tiny(f, tiny)
-    # Tiny floats can also be a ratio of two tiny numbers that matters: 0/0 says so.
-    symbolic = f if _undefined(zeroed) else zeroed
     try:
         # Settle most wrong expressions by evaluating them, before any symbolic work. The floats
         # a symbolic check may drop as leftovers stay in: a float tiny by itself need not be
         # tiny where the variables live (1e-5*x0**3 with x0 near 1e3).
         if _numerically_unlike(f, t, domains):
             return False
+        # Tiny floats are leftovers only if the law does without them: a ratio of two tiny
+        # numbers (0/0 without them) or a product of the truth's constants in small units
+        # (6.6743e-11/x3 for 6.6743e-7*1e-4/x3) is the law.
+        symbolic = f if _undefined(zeroed) or _numerically_unlike(zeroed, t, domains) else zeroed
         with time_limit(seconds):
             return _symbolically_equal(symbolic, t, digits, tiny, rel)
     except (TypeError, ValueError, RecursionError, ZeroDivisionError, TimeUp):
@@ -267,8 +269,9 @@ def _same_cross_products(f: sympy.Expr, t: sympy.Expr, rel: float) -> bool:
 
 def _expand(e: sympy.Expr) -> sympy.Expr:
     """Expanded, logs of products and powers split (``log(x2/x0**a)`` is ``log(x2) - a*log(x0)``,
-    which simplify leaves alone unless it knows the symbols are positive)."""
-    return sympy.expand(sympy.expand_log(e, force=True))
+    which simplify leaves alone unless it knows the symbols are positive), numbers such as
+    ``log(10)`` evaluated, so a term that cancels numerically cancels."""
+    return sympy.expand(sympy.expand(sympy.expand_log(e, force=True)).evalf())
 
 
 def _constant(e: sympy.Expr) -> bool:

@@ -184,6 +184,21 @@ def test_judge_exact_of_a_rescaled_run_judges_in_its_units() -> None:
     assert not judge_exact(law.reveal(), "livermore2/Vars4-1")
 
 
+@pytest.mark.parametrize(("bench_id", "powers", "found", "wrong"), [
+    # G*m1*m2*(1/r2 - 1/r1) in small units: a constant below all of the truth's is G times a unit
+    ("feynman/I.13.12", {"x0": -5, "x1": 0, "x2": 2, "x3": -4, "y": -1},
+     "x0*x1*(-6.6743e-11/x3 + 6.6743e-5/x2)", ("6.6743e-11", "6.6743e-12")),
+    # n*kb*T*log(V2/V1) with V2 and V1 in other units: log(1e5) comes back as a number
+    ("feynman/I.44.4", {"x0": 2, "x1": 6, "x2": -2, "x3": 3, "y": 4},
+     "x0*x1*(1.38065e-27*log(x2) - 1.38065e-27*log(x3) + 1.58953e-26)", ("1.58953e-26", "1.48953e-26")),
+])
+def test_judge_exact_of_laws_found_in_other_units(bench_id: str, powers: dict, found: str, wrong: tuple) -> None:
+    """Found by `rcvgp bench --rescale` and misjudged before: tiny constants counted as leftovers,
+    and a log(10) left symbolic beside its value."""
+    assert judge_exact(found, bench_id, rescale=powers)
+    assert not judge_exact(found.replace(*wrong), bench_id, rescale=powers)
+
+
 def test_tasks_are_checked_before_anything_runs() -> None:
     assert select_benchmarks(["sincos-3-2-2"])[:2] == ["sincos-3-2-2/1", "sincos-3-2-2/2"]
     assert len(select_benchmarks(["all"])) == 162
