@@ -666,11 +666,9 @@ class Run:
         readable = tidy(snap_constants(raw, acceptable) if at_floor else raw)
         if not acceptable(readable):
             readable = raw  # a form that evaluates differently (a branch cut, say)
-        shown = dataclasses.replace(
-            law, prediction=predict(readable, names, X_val), loss=float(fit_data.losses(predict(
-                readable, names, fit_data.X[0] * lab.x_scale)[None])[0]),
-        )
-        shown = dataclasses.replace(shown, nmse_validation=float(val.losses(shown.prediction[None])[0]))
+        on_val = predict(readable, names, X_val)
+        shown = dataclasses.replace(law, prediction=on_val, nmse_validation=float(val.losses(on_val[None])[0]),
+                                    loss=float(fit_data.losses(predict(readable, names, X_fit)[None])[0]))
         test_metrics = regression_metrics(test.y[0], predict(readable, names, test.X[0] * lab.x_scale))
         equations = tuple(
             self.candidate(f, expanded(self.in_units(f.expr.to_sympy(f.constants, names))), names, chosen=i == index)
