@@ -77,14 +77,14 @@ SUMMARY_CSV_NAME = "summary.csv"
 
 #: The fields of a run record, in the order of ``runs.csv``.
 RECORD_FIELDS = (
-    "id", "group", "method", "seed", "nmse_test", "nmse_floor", "exact", "form", "points", "requests", "points_failed",
+    "id", "group", "method", "seed", "nmse_test", "nmse_floor", "nmse_truth", "exact", "form", "points", "requests", "points_failed",
     "wall_seconds", "cpu_seconds", "stopped", "timed_out", "expression", "schedule", "noise", "rescale",
     "time_cap", "settings",
 )  # fmt: skip
 
 #: The fields of a summary row, in the order of ``summary.csv``.
 SUMMARY_FIELDS = (
-    "group", "method", "n", "nmse_median", "nmse_q75", "floor_median", "exact_rate", "n_exact", "n_form", "wall_median",
+    "group", "method", "n", "nmse_median", "nmse_q75", "floor_median", "excess_median", "exact_rate", "n_exact", "n_form", "wall_median",
     "cpu_median", "points_median", "timed_out", "errors", "paper_median", "paper_q75",
 )  # fmt: skip
 
@@ -278,7 +278,10 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         ``seed``, ``nmse_test`` (on fresh test points, no variable held; ``None`` when the
         expression is not finite there, which summaries count as infinite), ``nmse_floor``
         (the test NMSE of the truth itself under the run's noise,
-        :meth:`~rcvgp.simulate.SimulatedOracle.noise_floor`; 0 without noise), ``exact``
+        :meth:`~rcvgp.simulate.SimulatedOracle.noise_floor`, its expected value over the
+        declared ranges; 0 without noise), ``nmse_truth`` (the test NMSE the truth scores on
+        this run's own test readings: the floor the law is measured against, which for a
+        heavy-tailed y can be far from the expected one; ``None`` if not finite), ``exact``
         (against the law in the run's units),
         ``points`` (measured), ``requests``, ``points_failed``, ``wall_seconds`` (of the
         search), ``cpu_seconds`` (the CPU time of the search's thread: unlike wall time, it does
@@ -310,6 +313,7 @@ def run_task(task: BenchTask) -> dict[str, Any]:
     exact = judge_exact(result.best.sympy_expr, bench.id, rescale=powers)
     form = exact or judge_form(result.best.sympy_expr, bench.id, rescale=powers)
     nmse = float(result.test_metrics["nmse"])
+    truth = _truth_nmse(oracle, result)
     return {
         "id": bench.id,
         "group": bench.group,
@@ -317,6 +321,7 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         "seed": task.seed,
         "nmse_test": nmse if math.isfinite(nmse) else None,
         "nmse_floor": floor if math.isfinite(floor) else None,
+        "nmse_truth": truth,
         "exact": exact,
         "form": form,
         "points": int(result.points_measured),
@@ -529,7 +534,9 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     list of dict
         With the keys of :data:`SUMMARY_FIELDS`: ``n`` runs, ``nmse_median`` and ``nmse_q75``
         (the 75% quantile, linear interpolation as numpy's default), ``floor_median`` (of the
-        runs' noise floors; ``None`` when no record has one), ``exact_rate`` and
+        runs' noise floors; ``None`` when no record has one), ``excess_median`` (the median over
+        noisy runs of the test NMSE over the truth's on the same readings, 1.0 for a law as good
+        as the truth; ``None`` when no record has ``nmse_truth`` or the median is infinite), ``exact_rate`` and
         ``n_exact``, ``wall_median`` and ``cpu_median`` (seconds; ``None`` for CPU when no record
         has it: records written before it was kept), ``points_median``, ``timed_out`` and ``errors``
         (counts), and the paper's Racing-CVGP ``paper_median`` / ``paper_q75`` for the group
@@ -557,6 +564,7 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "nmse_median": _finite_or_none(_quantile(nmse, 0.5)),
             "nmse_q75": _finite_or_none(_quantile(nmse, 0.75)),
             "floor_median": _quantile([float(r["nmse_floor"]) for r in ok if r.get("nmse_floor") is not None], 0.5),
+            "excess_median": _finite_or_none(_quantile([_excess(r) for r in ok if r.get("nmse_truth")], 0.5)),
             "exact_rate": n_exact / len(ok) if ok else None,
             "n_exact": n_exact,
             "n_form": sum(forms) if forms else None,
@@ -572,11 +580,18 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def _excess(record: Mapping[str, Any]) -> float:
+    """A noisy run's test NMSE over the truth's on the same test readings (inf if not finite)."""
+    nmse = record.get("nmse_test")
+    return math.inf if nmse is None else float(nmse) / float(record["nmse_truth"])
+
+
 def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The summary rows as an aligned text table (NMSE below 1e-6 printed ``<1e-6``, as the
     paper does), with the paper's Racing-CVGP median / 75% for the group in the last column.
-    When some run had noise, two more columns: the median noise floor after the NMSE's, and
-    after EXACT the runs whose law has the right form (:func:`judge_form`)."""
+    When some run had noise, three more columns: the median noise floor and the median of each
+    run's test NMSE over the truth's on the same readings after the NMSE's, and after EXACT the
+    runs whose law has the right form (:func:`judge_form`)."""
     noisy = any(row.get("floor_median") for row in rows)
 
     def rate(row: Mapping[str, Any], key: str) -> str:
@@ -591,6 +606,7 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
         ("NMSE MEDIAN", lambda r: _nmse_text(r.get("nmse_median"), int(r["n"])), True, True),
         ("NMSE 75%", lambda r: _nmse_text(r.get("nmse_q75"), int(r["n"])), True, True),
         ("NMSE FLOOR", lambda r: "-" if r.get("floor_median") is None else f"{r['floor_median']:.3g}", True, noisy),
+        ("/ TRUTH", lambda r: "-" if r.get("excess_median") is None else f"{r['excess_median']:.2f}x", True, noisy),
         ("EXACT", lambda r: rate(r, "n_exact"), False, True),
         ("FORM", lambda r: rate(r, "n_form"), False, noisy),
         ("WALL MEDIAN", lambda r: _seconds(r.get("wall_median")), True, True),
@@ -645,6 +661,17 @@ def _key(bench_id: str, method: str, seed: int, noise: str, time_cap: float | No
 def _record_key(record: Mapping[str, Any]) -> str:
     return _key(record["id"], record["method"], record["seed"], record.get("noise", "none"),
                 record.get("time_cap"), record.get("settings") or {}, record.get("rescale") is not None)
+
+
+def _truth_nmse(oracle: Any, result: Any) -> float | None:
+    """The test NMSE of the truth itself on the run's test readings (0 without noise)."""
+    from rcvgp.metrics import regression_metrics
+
+    if result.test_data is None:
+        return None
+    X, y = result.test_data
+    nmse = float(regression_metrics(y, oracle.truth(X))["nmse"])
+    return nmse if math.isfinite(nmse) else None
 
 
 def _factors(powers: Mapping[str, int] | None) -> dict[str, float] | None:

@@ -37,10 +37,10 @@ TINY = {"population": 20, "generations": 4, "batch": 64}
 
 
 def record(group: str, method: str, nmse: float | None, exact: bool, wall: float, points: int,
-           stopped: str = "completed", floor: float = 0.0) -> dict[str, Any]:
+           stopped: str = "completed", floor: float = 0.0, truth: float = 0.0) -> dict[str, Any]:
     return {"id": f"{group}/x", "group": group, "method": method, "seed": 0, "nmse_test": nmse, "exact": exact,
             "points": points, "wall_seconds": wall, "cpu_seconds": wall / 2, "stopped": stopped,
-            "timed_out": stopped == "time", "nmse_floor": floor}
+            "timed_out": stopped == "time", "nmse_floor": floor, "nmse_truth": truth}
 
 
 def test_judge_exact_checks_against_the_catalog_truth() -> None:
@@ -127,12 +127,16 @@ def test_the_noise_floor_is_summarised_and_shown_only_with_noise() -> None:
     quiet = [record("livermore2-n4", "racing", 0.1, False, 2.0, 10)]
     assert summarize(quiet)[0]["floor_median"] == 0.0
     assert "FLOOR" not in format_table(summarize(quiet))
-    noisy = [record("livermore2-n4", "racing", 0.1, False, 2.0, 10, floor=f) for f in (0.01, 0.02, 0.04)]
+    noisy = [record("livermore2-n4", "racing", 0.1, False, 2.0, 10, floor=f, truth=t)
+             for f, t in ((0.01, 0.1), (0.02, 0.05), (0.04, 0.02))]
     rows = summarize(noisy)
     assert rows[0]["floor_median"] == 0.02
+    assert rows[0]["excess_median"] == pytest.approx(2.0)  # of 1, 2 and 5 times the truth's NMSE
     header, row = format_table(rows).splitlines()
-    assert re.search(r"NMSE 75% +NMSE FLOOR +EXACT", header)
-    assert re.search(r" 0\.1 +0\.1 +0\.02 +0/3 ", row)
+    assert re.search(r"NMSE 75% +NMSE FLOOR +/ TRUTH +EXACT", header)
+    assert re.search(r" 0\.1 +0\.1 +0\.02 +2\.00x +0/3 ", row)
+    failed = noisy + [record("livermore2-n4", "racing", None, False, 2.0, 10, floor=0.01, truth=0.01)] * 4
+    assert summarize(failed)[0]["excess_median"] is None  # most runs not finite: no finite median
     old = record("livermore2-n4", "racing", 0.1, False, 2.0, 10)
     del old["nmse_floor"]  # written before the floor was kept
     assert summarize([old])[0]["floor_median"] is None and "FLOOR" not in format_table(summarize([old]))
@@ -267,6 +271,8 @@ def test_a_rescaled_noisy_run_records_its_units_and_its_noise_floor(tmp_path: Pa
     assert set(r) == set(RECORD_FIELDS)
     assert r["rescale"] == task.rescale_powers() and r["noise"] == "relative:0.1"
     assert r["nmse_floor"] == pytest.approx(0.01 / 1.01)
+    # the truth scored on the run's own test readings: near the expected floor for this law
+    assert 0.3 * r["nmse_floor"] < r["nmse_truth"] < 3 * r["nmse_floor"]
     assert read_records(tmp_path / RUNS_NAME)[0]["rescale"] == r["rescale"]
     with open(tmp_path / "runs.csv", newline="") as fh:
         assert json.loads(next(csv.DictReader(fh))["rescale"]) == r["rescale"]

@@ -40,7 +40,8 @@ livermore2-n5 livermore2-n6 feynman-n4 feynman-n5, or `all` (ids: `rcvgp oracles
 Each run chooses its expression on validation data, then scores it once on fresh test points
 with no variable held. A run that reaches --time-cap reports its best expression so far and is
 counted as timed out. With noise, the table gives the median noise floor (the test NMSE of the
-true law itself under that noise). With --rescale, each run measures its equation in other units:
+true law itself under that noise) and, per run, the test NMSE over the truth's on the same test
+readings (its median, / TRUTH). With --rescale, each run measures its equation in other units:
 every variable and y times a power of ten from 1e-6 to 1e6, drawn from the seed and the id, and
 is judged exact against the law in those units. Run the same command again to continue: finished
 runs are skipped (a run is the same when its id, method, seed, noise, --rescale, time cap and

@@ -5,10 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rcvgp.errors import ConfigError
 from rcvgp.noisefloor import NoiseModel
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "METHODS", "OPTIMIZERS", "SELECTIONS", "SearchConfig", "Progress", "Candidate", "SearchResult", "ProgressCallback",
@@ -184,6 +187,9 @@ class SearchResult:
     config: SearchConfig = field(default_factory=SearchConfig)
     noise: NoiseModel = field(default_factory=NoiseModel)  # in y's units
     rounds: tuple[int, int] = (0, 0)  # rounds started (the last may have been cut short), planned
+    # The test points (oracle units) and their readings, for whoever judges the law on them
+    # (a bench, a report); not in to_dict: result.json stays small.
+    test_data: tuple[np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)
 
     @property
     def rounds_not_run(self) -> list[int]:

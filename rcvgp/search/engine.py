@@ -669,7 +669,8 @@ class Run:
         on_val = predict(readable, names, X_val)
         shown = dataclasses.replace(law, prediction=on_val, nmse_validation=float(val.losses(on_val[None])[0]),
                                     loss=float(fit_data.losses(predict(readable, names, X_fit)[None])[0]))
-        test_metrics = regression_metrics(test.y[0], predict(readable, names, test.X[0] * lab.x_scale))
+        X_test, y_test = test.X[0] * lab.x_scale, test.y[0]
+        test_metrics = regression_metrics(y_test, predict(readable, names, X_test))
         equations = tuple(
             self.candidate(f, expanded(self.in_units(f.expr.to_sympy(f.constants, names))), names, chosen=i == index)
             for i, f in enumerate(front)
@@ -688,6 +689,7 @@ class Run:
             config=cfg,
             noise=lab.noise,
             rounds=(self.round, self.n_rounds),
+            test_data=(X_test, y_test),
         )
 
     def _structures(self) -> list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]]:
