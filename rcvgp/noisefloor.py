@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EXACT_LOSS", "Z", "NoiseModel", "Floor", "estimate_noise", "floor_levels", "not_worse"]
+__all__ = ["EXACT_LOSS", "Z", "NoiseModel", "Floor", "consistent", "estimate_noise", "floor_levels", "not_worse"]
 
 #: Losses below this are rounding (an exact fit of doubles gives 1e-30 or so).
 EXACT_LOSS = 1e-14
@@ -194,3 +194,30 @@ def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise
         spread = float(np.var(y / unit)) or float(np.mean((y / unit) ** 2))  # y may not vary
         rounding = EXACT_LOSS * spread
     return bool(rise <= Z * se + rounding)
+
+
+def consistent(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise_var: np.ndarray,
+               restrictions: int = 1) -> bool:
+    """Whether readings ``y`` are consistent with ``candidate``, a restriction of ``reference``
+    (fitted to these readings) in ``restrictions`` of its constants, such as a constant set to a
+    simple value: the rise in chi-square, sum((y - candidate)**2 / noise_var) less reference's,
+    is within what chance gives such a restriction :data:`Z` standard deviations out (9 for one
+    constant: a constant moved by three of its standard errors).
+
+    Stricter than :func:`not_worse`, which asks whether a fixed prediction is worse and lets a
+    constant move by about twice Z of its standard errors. With no noise, any rise beyond
+    rounding counts.
+    """
+    ok = np.isfinite(y)
+    y, candidate, reference, noise_var = y[ok], candidate[ok], reference[ok], noise_var[ok]
+    if not np.all(noise_var > 0):
+        return not_worse(y, candidate, reference, noise_var)
+    if y.size < 2 or not np.isfinite(candidate).all():
+        return False
+    from scipy.stats import chi2, norm
+
+    sd = np.sqrt(noise_var)
+    with np.errstate(all="ignore"):
+        rise = float(np.sum(((y - candidate) / sd) ** 2 - ((y - reference) / sd) ** 2))
+    limit = float(chi2.ppf(2.0 * norm.cdf(Z) - 1.0, max(1, restrictions)))
+    return math.isfinite(rise) and rise <= limit

@@ -100,6 +100,22 @@ def test_snapping_replaces_constants_within_noise_and_keeps_the_rest() -> None:
     assert kept == 3 * x0 + sympy.Float(0.6098) * x1
 
 
+@pytest.mark.parametrize(("fitted", "width", "expected"), [
+    (3.004, 0.02, 3),  # pinned: 2 and 4 are refused
+    (2.8, 0.15, 2.8),  # 11/4 is as likely as its neighbours 2.6875 and 2.8125: left as fitted
+    (2.52, 0.1, sympy.Rational(5, 2)),  # 2.25 and 2.75 refused
+    (2.752, 0.01, sympy.Rational(11, 4)),  # 2.6875 and 2.8125 refused
+])
+def test_a_constant_snaps_only_to_a_value_the_data_pin_down(fitted: float, width: float, expected: object) -> None:
+    x = sympy.Symbol("x")
+
+    def within(e: sympy.Expr) -> bool:  # the data accept slopes within `width` of the fitted one
+        return abs(float(e.coeff(x)) - fitted) <= width
+
+    snapped = snap_constants(sympy.Float(fitted) * x, within)
+    assert snapped.coeff(x) == expected and isinstance(snapped.coeff(x), sympy.Float) == (expected == fitted)
+
+
 def test_predict_gives_nan_for_what_cannot_be_evaluated() -> None:
     x0, x1 = sympy.symbols("x0 x1")
     assert predict(x0 + 1, [x0, x1], X).tolist() == (X[:, 0] + 1).tolist()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rcvgp.constants import Trials, fit_constants
-from rcvgp.noisefloor import EXACT_LOSS, NoiseModel, estimate_noise, floor_levels, not_worse
+from rcvgp.noisefloor import EXACT_LOSS, NoiseModel, consistent, estimate_noise, floor_levels, not_worse
 
 
 def _replicates(std: Callable[[np.ndarray], np.ndarray], n_points: int = 64, repeats: int = 8, seed: int = 0) -> np.ndarray:
@@ -107,6 +107,27 @@ def test_not_worse_judges_a_difference_against_the_noise() -> None:
     assert not not_worse(exact, rare, truth, np.zeros(256))
     assert not_worse(exact, truth * (1 + 1e-12), truth, np.zeros(256))
     assert not not_worse(exact, np.where(x > 0.5, np.inf, truth), truth, np.zeros(256))
+
+
+def test_a_constant_set_to_a_simple_value_must_be_within_a_few_standard_errors() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0, 1, 1280)
+    y = 2.86 * x + 0.1 * rng.standard_normal(1280)
+    noise = np.full(1280, 0.1**2)
+    slope = float(x @ y / (x @ x))  # the least-squares fit, standard error 0.1 / sqrt(x @ x)
+    se = 0.1 / float(np.sqrt(x @ x))
+    fitted = slope * x
+    for moved, expected in ((1.0, True), (2.5, True), (4.0, False)):
+        snapped = (slope + moved * se) * x
+        assert consistent(y, snapped, fitted, noise) is expected, moved
+    # four standard errors out is still not distinguishably worse as a prediction
+    assert not_worse(y, (slope + 4.0 * se) * x, fitted, noise)
+    # two constants moved allow a larger rise than one
+    two = (slope + 3.2 * se) * x
+    assert not consistent(y, two, fitted, noise) and consistent(y, two, fitted, noise, restrictions=2)
+    # with no noise, rounding only
+    assert consistent(2.86 * x, 2.86 * x * (1 + 1e-13), 2.86 * x, np.zeros(1280))
+    assert not consistent(2.86 * x, 2.87 * x, 2.86 * x, np.zeros(1280))
 
 
 def test_readings_near_the_largest_float_are_judged_without_overflow() -> None:

@@ -144,17 +144,35 @@ def simple_values(value: float, max_denominator: int = MAX_DENOMINATOR) -> list[
 
 def snap_constants(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool]) -> sympy.Expr:
     """``expr`` with each float replaced by the simplest of :func:`simple_values` that
-    ``accept`` takes (the largest floats first, each with the others as snapped so far)."""
+    ``accept`` takes and that the data pin down (the largest floats first, each with the others
+    as snapped so far).
+
+    A value is pinned down when ``accept`` refuses the numbers next to it as simple as it is:
+    ``v`` with denominator ``d`` in its decade has no other such fraction nearer than ``1/d**2``
+    of the decade, so ``v`` plus and minus that must both be refused. Noisy data accept many
+    values near a fitted 2.8: 11/4 is no law's constant unless 2.6875 and 2.8125 are ruled out."""
     floats = sorted(expr.atoms(sympy.Float), key=lambda f: (-abs(float(f)), float(f)))
     for f in floats:
         if f not in expr.atoms(sympy.Float):
             continue  # gone with an earlier snap
         for value in simple_values(float(f)):
             trial = expr.xreplace({f: value})
-            if accept(trial):
+            if accept(trial) and all(not accept(expr.xreplace({f: v})) for v in _neighbours(value)):
                 expr = trial
                 break
     return expr
+
+
+def _neighbours(value: sympy.Number) -> list[sympy.Float]:
+    """The two numbers either side of ``value`` at the spacing of numbers as simple as it
+    (:func:`snap_constants`); none for 0, which is judged on its own."""
+    v = float(value)
+    if v == 0:
+        return []
+    decade = 10.0 ** math.floor(math.log10(abs(v)))
+    denominator = Fraction(v / decade).limit_denominator(1000).denominator
+    step = decade / denominator**2
+    return [sympy.Float(v - step), sympy.Float(v + step)]
 
 
 def as_fractions(expr: sympy.Expr) -> sympy.Expr:

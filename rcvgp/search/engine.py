@@ -23,7 +23,7 @@ from rcvgp.errors import BudgetExhausted, ConfigError, OracleError
 from rcvgp.evaluate import evaluate
 from rcvgp.gp import Grammar, crossover, deletions, hoists, mutate, random_term, random_tree, tournament
 from rcvgp.metrics import domain_symbol, regression_metrics, round_floats
-from rcvgp.noisefloor import NoiseModel, estimate_noise, not_worse
+from rcvgp.noisefloor import NoiseModel, consistent, estimate_noise, not_worse
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, Variable, check_reply, design_points, design_trials
 from rcvgp.search.base import Candidate, Progress, ProgressCallback, SearchConfig, SearchResult, rounds_not_run
@@ -662,8 +662,17 @@ class Run:
         # fits to the noise floor, since an approximation's constants are no law's, and simple
         # values would make it look like one.
         raw = drop_negligible_terms(expanded(self.in_units(law.expr.to_sympy(law.constants, names))), names, X_val)
+        raw_on_fit, n_floats = predict(raw, names, X_fit), len(raw.atoms(sympy.Float))
+
+        def snappable(e: sympy.Expr) -> bool:
+            # A snap is a claim about the law's constants, so beyond not being worse, the
+            # readings the law was fitted to must be consistent with it: no constant moved by
+            # more than a few of its standard errors (2.86 is not 3 because 3 fits nearly as well).
+            restrictions = n_floats - len(e.atoms(sympy.Float))
+            return acceptable(e) and consistent(y_fit, predict(e, names, X_fit), raw_on_fit, evidence[1][3], restrictions)
+
         at_floor = bool(val.losses(law.prediction[None])[0] <= val.floor.level[0])
-        readable = tidy(snap_constants(raw, acceptable) if at_floor else raw)
+        readable = tidy(snap_constants(raw, snappable) if at_floor else raw)
         if not acceptable(readable):
             readable = raw  # a form that evaluates differently (a branch cut, say)
         on_val = predict(readable, names, X_val)
