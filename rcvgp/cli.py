@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "rcvgp.commands.run",
     "rcvgp.commands.oracles",
     "rcvgp.commands.serve",
+    "rcvgp.commands.ping",
     "rcvgp.commands.conformance",
     "rcvgp.commands.bench",
 )

@@ -1,4 +1,4 @@
-"""Start-up stays light: `rcvgp --help`, `rcvgp --version`, `rcvgp serve` and a rig's
+"""Start-up stays light: `rcvgp --help`, `rcvgp --version`, `rcvgp serve`, `rcvgp ping` and a rig's
 server load neither sympy nor the search engine, and the package's public names still import from
 `rcvgp`."""
 
@@ -22,6 +22,7 @@ print("heavy:", ",".join(heavy))
 @pytest.mark.parametrize("code", [
     "from rcvgp.cli import build_parser; build_parser()",
     "from rcvgp.cli import main\ntry: main(['--version'])\nexcept SystemExit: pass",
+    "from rcvgp.cli import main; main(['ping', 'ipc://{tmp}/nobody.sock', '--timeout', '3'])",
     "import rcvgp.commands.serve, rcvgp.transport.server",
     "from rcvgp import DataOracle, OracleSpec, Variable, SearchConfig",
 ])
