@@ -41,7 +41,7 @@ def test_version_names_the_package_and_the_protocol(capsys: pytest.CaptureFixtur
     assert info.value.code == 0
     assert capsys.readouterr().out == f"rcvgp {rcvgp.__version__} (protocol rcvgp-oracle 1.1)\n"
     pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
-    assert re.search(r'^version = "([^"]+)"', pyproject, flags=re.M).group(1) == rcvgp.__version__  # type: ignore[union-attr]
+    assert re.findall(r'^version = "([^"]+)"', pyproject, flags=re.M) == [rcvgp.__version__]
 
 
 def test_run_search_still_imports_from_the_package() -> None:
