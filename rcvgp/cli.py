@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from rcvgp.errors import ConfigError, ExpressionError, OracleError, OracleTimeout, ProtocolError, RcvgpError
 
-__all__ = ["ExitCode", "main", "build_parser"]
+__all__ = ["ExitCode", "main", "build_parser", "version_line"]
 
 # Each module defines ``register(subparsers)``, adding its subcommand(s) with
 # ``set_defaults(func=handler)`` where ``handler(args) -> int``.
@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "rcvgp.commands.run",
     "rcvgp.commands.oracles",
     "rcvgp.commands.serve",
+    "rcvgp.commands.ping",
     "rcvgp.commands.conformance",
     "rcvgp.commands.bench",
 )
@@ -38,11 +39,21 @@ class ExitCode(enum.IntEnum):
     INTERRUPTED = 130  # Ctrl-C
 
 
+def version_line() -> str:
+    """``rcvgp X.Y.Z (protocol rcvgp-oracle A.B)``: what ``rcvgp --version`` prints."""
+    from rcvgp import __version__
+    from rcvgp.transport.codec import PROTOCOL, VERSION
+
+    return f"rcvgp {__version__} (protocol {PROTOCOL} {VERSION})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rcvgp",
         description="Discover governing equations by running controlled experiments (Racing-CVGP).",
     )
+    parser.add_argument("--version", action="version", version=version_line(),
+                        help="print the version of rcvgp and of the wire protocol it speaks, and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:

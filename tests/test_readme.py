@@ -62,6 +62,32 @@ def test_the_examples_load():
     assert remote.oracle.kind == "endpoint" and remote.oracle.endpoint == "tcp://127.0.0.1:5555"
 
 
+def test_the_readme_shows_the_rig_class_as_it_is_in_its_example_file():
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    rig = (ROOT / "examples" / "pendulum_rig.py").read_text()
+    assert rig in blocks
+    assert "rcvgp serve examples/pendulum_rig.py:PendulumRig" in "\n".join(code_lines())
+
+
+def test_the_rig_class_of_the_readme_measures_the_pendulum_in_process():
+    import importlib.util
+
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("pendulum_rig", ROOT / "examples" / "pendulum_rig.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    X = np.array([[1.0, 0.05], [2.0, 0.6]])
+    with module.PendulumRig(noise=0.0) as rig:
+        described = rig.describe()
+        T = rig.measure(X)
+    assert [v.name for v in described.variables] == ["L", "theta0"] and described.output.unit == "s"
+    assert T == pytest.approx(2 * np.pi * np.sqrt(X[:, 0] / 9.81) * (1 + X[:, 1] ** 2 / 16))
+    noisy = module.PendulumRig(noise=0.01, seed=3).measure(np.tile(X[:1], (200, 1)))
+    assert np.std(noisy) / np.mean(noisy) == pytest.approx(0.01, rel=0.2)
+
+
 def test_git_ignores_secret_keys_and_run_folders():
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")

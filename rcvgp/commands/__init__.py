@@ -1,4 +1,4 @@
-"""commands"""
+"""The subcommands of ``rcvgp``, one module each, and the argparse pieces they share."""
 
 from __future__ import annotations
 
@@ -30,3 +30,13 @@ def positive_float(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
     return value
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    """``--timeout`` and the CurveZMQ keys: how a command that questions a server reaches it."""
+    parser.add_argument("--timeout", type=positive_float, default=5.0, metavar="S",
+                        help="seconds to wait for each reply (default 5)")
+    parser.add_argument("--curve-server-key", metavar="FILE", default=None,
+                        help="the server's public key file (NAME.key from `rcvgp keys`), for a server with CURVE")
+    parser.add_argument("--curve-client-key", metavar="FILE", default=None,
+                        help="this client's key pair (*.key_secret), for a server that admits only some clients")

@@ -12,6 +12,8 @@ import json
 import sys
 from typing import Any
 
+from rcvgp.commands import add_connection_options
+
 __all__ = ["register"]
 
 
@@ -27,9 +29,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--points", metavar="FILE", default=None,
                    help="YAML with in_limits and out_of_limits sample rows (and large_rows) for your rig")
-    p.add_argument("--timeout", type=float, default=5.0, metavar="S", help="seconds to wait for each reply (default 5)")
-    p.add_argument("--curve-server-key", metavar="FILE", default=None, help="the server's public key file (*.key)")
-    p.add_argument("--curve-client-key", metavar="FILE", default=None, help="this client's key pair (*.key_secret)")
+    add_connection_options(p)
     p.add_argument("--only", action="append", default=None, metavar="ID", help="run only this scenario (repeatable)")
     p.set_defaults(func=run_conformance)
 

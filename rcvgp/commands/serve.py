@@ -2,24 +2,30 @@
 
 ``rcvgp serve ID --bind tcp://127.0.0.1:5555`` serves a catalog oracle (simulated, with optional
 noise and latency) or, when ID is ``module:NAME`` or ``path/to/file.py:NAME``, a rig
-integrator's own DataOracle (an instance, a class or a factory taking no arguments). It runs
-until SIGINT or SIGTERM. ``rcvgp keys DIR --name NAME`` writes ``NAME.key`` (public) and
+integrator's own DataOracle (an instance, or a class or factory called with the ``--arg
+name=value`` given). It runs until SIGINT or SIGTERM. ``rcvgp keys DIR --name NAME`` writes ``NAME.key`` (public) and
 ``NAME.key_secret`` (the pair) as ZeroMQ certificate files.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import importlib.util
+import inspect
 import os
+import re
 import sys
+import types
+import typing
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from rcvgp.errors import ConfigError
 
-__all__ = ["register", "load_oracle"]
+__all__ = ["register", "load_oracle", "parse_args"]
 
 
 def register(subparsers: Any) -> None:
@@ -29,8 +35,13 @@ def register(subparsers: Any) -> None:
         help="serve an oracle over ZeroMQ (protocol v1)",
         description="Serve a catalog oracle, or your own DataOracle (module:NAME or file.py:NAME), "
         "over ZeroMQ until SIGINT/SIGTERM.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("id", metavar="ID", help="a catalog id (e.g. feynman/I.8.14) or module:NAME / path.py:NAME")
+    p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE", dest="args",
+                   help="a keyword argument for the class or factory NAME (repeatable); VALUE is read as YAML: "
+                        "a number, true/false, null or a string")
     p.add_argument("--bind", default="tcp://127.0.0.1:5555", metavar="ADDR",
                    help="endpoint to bind (default tcp://127.0.0.1:5555; tcp://127.0.0.1:* picks a free port)")
     p.add_argument("--noise", default=None, metavar="KIND:SCALE", help="catalog oracles: noise, e.g. relative:0.01")
@@ -68,6 +79,15 @@ def register(subparsers: Any) -> None:
     k.set_defaults(func=run_keys)
 
 
+_EPILOG = """\
+your own rig: ID is file.py:NAME or module:NAME, where NAME is a DataOracle instance, or a class or
+factory that makes one; --arg passes it keyword arguments, e.g.
+  rcvgp serve examples/pendulum_rig.py:PendulumRig --arg noise=0.001 --arg seed=2
+calls PendulumRig(noise=0.001, seed=2). Values are read as YAML: 3 and 1e-3 are numbers, true and
+false booleans, null is None, anything else a string (quote it, --arg 'port="8"', to keep a number
+a string). An unknown name, a missing one, or arguments the class refuses: one line, exit status 2."""
+
+
 def _seconds_or_none(text: str) -> float | None:
     if text.strip().lower() in ("none", "0"):
         return None
@@ -80,9 +100,107 @@ def _seconds_or_none(text: str) -> float | None:
     return value
 
 
-def load_oracle(ident: str, *, noise: str | None = None, seed: int = 0, latency: float = 0.0) -> Any:
-    """The DataOracle named by ``ident``: ``module:NAME``, ``file.py:NAME`` or a catalog id."""
+# A number as people write it; YAML 1.1 (PyYAML) reads 1e-3 and 1E5, without a dot, as strings.
+_NUMBER = re.compile(r"[-+]?(\d[\d_]*\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def parse_args(pairs: Sequence[str]) -> dict[str, Any]:
+    """The keyword arguments of ``--arg NAME=VALUE`` flags, each VALUE read as a YAML scalar.
+
+    Raises
+    ------
+    ConfigError
+        For a flag without ``=`` or a name, a name given twice, or a value YAML reads as a list
+        or a mapping (or cannot read).
+    """
+    import yaml
+
+    kwargs: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise ConfigError(f"--arg {pair}: write it as NAME=VALUE, NAME a Python identifier (e.g. --arg noise=0.01)")
+        if name in kwargs:
+            raise ConfigError(f"--arg {name}: given twice; give each argument once")
+        try:
+            value = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError:
+            value = []  # refused below, with the same advice
+        if isinstance(value, str) and _NUMBER.fullmatch(text.strip()):  # unquoted: a number YAML 1.1 missed
+            value = float(value.replace("_", ""))
+        if isinstance(value, (list, dict, set)):
+            raise ConfigError(f"--arg {pair}: expected a number, true/false, null or a string; "
+                              f"quote the value (--arg '{name}=\"{text}\"') to pass it as a string")
+        kwargs[name] = value
+    return kwargs
+
+
+def _signature(factory: Any) -> inspect.Signature | None:
+    """``factory``'s signature, its annotations resolved when they can be; None for a builtin."""
+    try:
+        return inspect.signature(factory, eval_str=True)
+    except (TypeError, ValueError):  # a builtin without a signature: let the call judge
+        return None
+    except Exception:  # noqa: BLE001 - an annotation that does not evaluate: check names only
+        return inspect.signature(factory)
+
+
+def _typed(where: str, param: inspect.Parameter, value: Any) -> Any:
+    """``value`` as the parameter's plain annotation (bool, int, float, str, or a union of them and
+    None) takes it: an integral float for an int, an int for a float; any other annotation as is."""
+    hint = param.annotation
+    options = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union \
+        else (hint,)
+    if not options or not all(o in (bool, int, float, str, type(None)) for o in options):
+        return value
+    if type(value) in options:  # noqa: E721 - exactly: a bool is not an int here
+        return value
+    if int in options and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if float in options and type(value) is int:
+        return float(value)
+    wanted = " or ".join("null" if o is type(None) else o.__name__ for o in options)
+    quote = f"; quote it to pass a string: --arg '{param.name}=\"...\"'" if str in options else ""
+    raise ConfigError(f"{where}: --arg {param.name}: expected {wanted}, got {value!r}{quote}")
+
+
+def _construct(ident: str, name: str, factory: Any, kwargs: Mapping[str, Any]) -> Any:
+    """``factory(**kwargs)``, with the mistakes of ``--arg`` (an unknown or a missing name, a value
+    of the wrong type, arguments the class refuses) as one :class:`ConfigError` line."""
+    signature = _signature(factory)
+    if signature is not None:
+        params = signature.parameters
+        named = {n: p for n, p in params.items()
+                 if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        for key in kwargs:
+            if key not in named and not takes_any:
+                close = difflib.get_close_matches(key, list(named), n=1)
+                hint = f"did you mean `{close[0]}`? " if close else ""
+                raise ConfigError(f"{ident}: --arg {key}: {name} has no parameter {key!r}; {hint}"
+                                  f"(its parameters: {', '.join(named) or 'none'})")
+        missing = [n for n, p in named.items() if p.default is inspect.Parameter.empty and n not in kwargs]
+        if missing:
+            raise ConfigError(f"{ident}: {name} needs " + " ".join(f"--arg {n}=VALUE" for n in missing))
+        kwargs = {k: _typed(ident, named[k], v) if k in named else v for k, v in kwargs.items()}
+    try:
+        return factory(**kwargs)
+    except (TypeError, ValueError) as exc:  # ConfigError too: the class refused these arguments
+        shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        raise ConfigError(f"{ident}: {name}({shown}) refused its arguments: {exc}") from None
+
+
+def load_oracle(ident: str, *, noise: str | None = None, seed: int = 0, latency: float = 0.0,
+                kwargs: Mapping[str, Any] | None = None) -> Any:
+    """The DataOracle named by ``ident``: ``module:NAME``, ``file.py:NAME`` or a catalog id.
+
+    A NAME that is a class or a factory is called with ``kwargs`` (``--arg``); ``kwargs`` for an
+    instance or a catalog id is a :class:`ConfigError`.
+    """
     from rcvgp.oracle import DataOracle
+
+    kwargs = dict(kwargs or {})
 
     if ":" in ident and not ident.startswith(("tcp:", "ipc:")):
         where, _, name = ident.rpartition(":")
@@ -104,13 +222,19 @@ def load_oracle(ident: str, *, noise: str | None = None, seed: int = 0, latency:
         if not hasattr(module, name):
             raise ConfigError(f"{ident}: {where} has no attribute {name!r}")
         obj = getattr(module, name)
-        if not isinstance(obj, DataOracle):
-            if not callable(obj):
-                raise ConfigError(f"{ident}: {name} is neither a DataOracle nor a class or factory making one")
-            obj = obj()
+        if isinstance(obj, DataOracle):
+            if kwargs:
+                raise ConfigError(f"{ident}: {name} is an instance, made already: --arg needs a class or a factory")
+            return obj
+        if not callable(obj):
+            raise ConfigError(f"{ident}: {name} is neither a DataOracle nor a class or factory making one")
+        obj = _construct(ident, name, obj, kwargs)
         if not isinstance(obj, DataOracle):
             raise ConfigError(f"{ident}: {name}() returned {type(obj).__name__}, not a DataOracle")
         return obj
+    if kwargs:
+        raise ConfigError(f"--arg: {ident} is a catalog oracle; --arg is for a class of yours (file.py:NAME), "
+                          "a catalog oracle takes --noise, --seed and --latency")
     from rcvgp.simulate import SimulatedOracle  # lazily: the catalog is only needed here
 
     return SimulatedOracle.from_benchmark(ident, noise=noise, seed=seed, latency=latency)
@@ -123,7 +247,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    oracle = load_oracle(args.id, noise=args.noise, seed=args.seed, latency=args.latency)
+    oracle = load_oracle(args.id, noise=args.noise, seed=args.seed, latency=args.latency, kwargs=parse_args(args.args))
 
     def ready(server: Any) -> None:
         print(f"rcvgp serve: {server.spec.name} on {server.endpoint} (server session {server.server_session}"

@@ -52,13 +52,23 @@ def remote_error(error: Mapping[str, Any]) -> RemoteError:
     return cls(code, message, retryable, details)
 
 
+def _load_certificate(path: str | bytes | os.PathLike[str], what: str) -> tuple[bytes, bytes | None]:
+    """``(public, secret or None)`` from a ZeroMQ certificate file; a missing or unreadable file
+    is a :class:`ConfigError` naming it, not zmq's OSError."""
+    import zmq.auth as zauth
+
+    name = os.fsdecode(path)
+    try:
+        return zauth.load_certificate(name)
+    except (OSError, ValueError) as exc:
+        reason = "no such file" if not os.path.exists(name) else str(exc)
+        raise ConfigError(f"{name}: cannot read {what}: {reason}; make key pairs with `rcvgp keys DIR --name NAME`") from None
+
+
 def _load_public_key(key: str | bytes | os.PathLike[str]) -> bytes:
     if isinstance(key, bytes) and len(key) == 40:
         return key
-    import zmq.auth as zauth
-
-    pub, _ = zauth.load_certificate(os.fspath(key))
-    return pub
+    return _load_certificate(key, "the server's public key (NAME.key)")[0]
 
 
 # A connect() that fails with one of these was given an unusable address (a user mistake).
@@ -269,9 +279,7 @@ class Channel(BaseChannel):
         if curve_server_key is not None:
             server_pub = _load_public_key(curve_server_key)
             if curve_client_key is not None:
-                import zmq.auth as zauth
-
-                pub, sec = zauth.load_certificate(os.fspath(curve_client_key))
+                pub, sec = _load_certificate(curve_client_key, "this client's key pair (NAME.key_secret)")
                 if sec is None:
                     raise ConfigError(f"{curve_client_key}: no secret key in this file; give the client's *.key_secret file")
             else:

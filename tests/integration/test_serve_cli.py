@@ -155,3 +155,92 @@ def test_serve_names_a_bad_bound(tmp_path: Path, capsys: pytest.CaptureFixture[s
     except SystemExit as exc:  # argparse's own refusal
         code = exc.code  # type: ignore[assignment]
     assert code == 2 and flag in capsys.readouterr().err
+
+
+RIG_WITH_ARGS = '''
+from rcvgp.oracle import DataOracle, OracleSpec, Variable
+
+
+class Rig(DataOracle):
+    def __init__(self, high: float = 10.0, name: str = "rig:test", *, gain: float = 2.0, enabled: bool = True):
+        if high <= 1.0:
+            raise ValueError(f"high must be above 1, got {high}")
+        self.spec = OracleSpec((Variable("v", 1.0, high, unit="V"),), name=name)
+        self.gain, self.enabled = gain, enabled
+
+    def describe(self):
+        return self.spec
+
+    def measure(self, X):
+        return self.gain * X[:, 0] if self.enabled else 0 * X[:, 0]
+
+
+def make_rig(port):
+    return Rig(name=f"rig:{port}")
+
+
+rig = Rig()
+'''
+
+
+@pytest.mark.integration
+def test_serve_passes_arg_to_the_rig_class_and_ping_shows_it(tmp_path: Path) -> None:
+    (tmp_path / "argrig.py").write_text(RIG_WITH_ARGS)
+    address = f"ipc://{tmp_path}/rig.sock"
+    proc = subprocess.Popen([sys.executable, "-m", "rcvgp", "serve", f"{tmp_path / 'argrig.py'}:Rig", "--bind", address,
+                             "--quiet", "--arg", "high=2e1", "--arg", "name=rig:bench-3", "--arg", "gain=0.5"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "rig:bench-3" in line, line + proc.stderr.read()  # type: ignore[union-attr]
+        ping = subprocess.run([sys.executable, "-m", "rcvgp", "ping", address], capture_output=True, text=True,
+                              timeout=60)
+        with ZmqOracle(address, timeout=2, deadline=20) as remote:
+            y = remote.measure(np.array([[4.0]]))
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)
+    assert ping.returncode == 0, ping.stderr
+    assert "oracle      rig:bench-3" in ping.stdout and "v  [1, 20]  V  uniform" in ping.stdout
+    assert y.tolist() == [2.0]
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--arg", "high"], "--arg high: write it as NAME=VALUE"),
+    (["--arg", "hihg=3"], "--arg hihg: Rig has no parameter 'hihg'; did you mean `high`? (its parameters: high, name, "
+                          "gain, enabled)"),
+    (["--arg", "high=0.5"], "Rig(high=0.5) refused its arguments: high must be above 1, got 0.5"),
+    (["--arg", "high=[1, 2]"], "--arg high=[1, 2]: expected a number, true/false, null or a string"),
+    (["--arg", "high=abc"], "--arg high: expected float, got 'abc'"),
+    (["--arg", "name=3"], "--arg name: expected str, got 3; quote it to pass a string"),
+    (["--arg", "enabled=1"], "--arg enabled: expected bool, got 1"),
+    (["--arg", "gain=1", "--arg", "gain=2"], "--arg gain: given twice"),
+])
+def test_serve_names_a_bad_arg_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                                           expected: str) -> None:
+    (tmp_path / "argrig.py").write_text(RIG_WITH_ARGS)
+    assert main(["serve", f"{tmp_path / 'argrig.py'}:Rig", "--bind", f"ipc://{tmp_path}/x.sock", *args]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("ident, args, expected", [
+    ("argrig.py:make_rig", [], "make_rig needs --arg port=VALUE"),
+    ("argrig.py:rig", ["--arg", "high=3"], "rig is an instance, made already: --arg needs a class or a factory"),
+    ("sincos-3-2-2/1", ["--arg", "high=3"], "sincos-3-2-2/1 is a catalog oracle"),
+])
+def test_serve_says_when_arg_is_missing_or_has_nowhere_to_go(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              ident: str, args: list[str], expected: str) -> None:
+    (tmp_path / "argrig.py").write_text(RIG_WITH_ARGS)
+    ident = f"{tmp_path}/{ident}" if ".py:" in ident else ident
+    assert main(["serve", ident, "--bind", f"ipc://{tmp_path}/x.sock", *args]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and len(err.splitlines()) == 1, err
+
+
+def test_arg_values_are_read_as_yaml_scalars() -> None:
+    from rcvgp.commands.serve import parse_args
+
+    assert parse_args(["a=3", "b=1e-3", "c=true", "d=null", "e=COM3:9600", 'f="8"', "g=-2.5E2", "h=hello world"]) == {
+        "a": 3, "b": 0.001, "c": True, "d": None, "e": "COM3:9600", "f": "8", "g": -250.0, "h": "hello world"}

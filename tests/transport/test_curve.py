@@ -74,3 +74,12 @@ def test_a_curve_clients_folder_that_is_not_a_folder_is_refused_at_start(keys: d
     with pytest.raises(ConfigError, match="no-such-folder.*not a folder"):
         OracleServer(CallableOracle(CountingFn(), SPEC), "tcp://127.0.0.1:*", curve_secret_key=keys["server_secret"],
                      curve_clients_dir=where)
+
+
+def test_a_client_key_file_that_is_missing_or_not_a_key_is_one_config_error(keys: dict[str, Path],
+                                                                            tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a key\n")
+    with pytest.raises(ConfigError, match=r"missing\.key: cannot read the server's public key .*: no such file"):
+        ZmqOracle("tcp://127.0.0.1:5555", curve_server_key=tmp_path / "missing.key")
+    with pytest.raises(ConfigError, match=r"notes\.txt: cannot read this client's key pair .*No public key found"):
+        ZmqOracle("tcp://127.0.0.1:5555", curve_server_key=keys["server"], curve_client_key=tmp_path / "notes.txt")
