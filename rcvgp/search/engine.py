@@ -688,6 +688,7 @@ class Run:
             config=cfg,
             noise=lab.noise,
             rounds=(self.round, self.n_rounds),
+            variables=tuple(v.name for v in self.spec.variables),
         )
 
     def _structures(self) -> list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]]:
