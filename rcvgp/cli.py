@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "rcvgp.commands.serve",
     "rcvgp.commands.conformance",
     "rcvgp.commands.bench",
+    "rcvgp.commands.export",
 )
 
 
