@@ -7,6 +7,9 @@ An oracle is one small class: ``describe()`` says what can be set (names, units,
 fixed and which to vary; it never sees how y is produced. The same class could drive a real
 instrument, be served to other machines with ``rcvgp.transport.server``, or be journalled with
 ``rcvgp.journal.JournalingOracle`` so that no measurement is ever lost.
+
+The result holds the law (``law``, ``sympy()``, ``latex()``), the front it was chosen from
+(``equations``), and evaluates either on new points (``predict``).
 """
 
 from __future__ import annotations
@@ -36,10 +39,13 @@ def main() -> None:
                             n_trials=3, max_points=50_000)
     with Cart() as oracle:
         result = run_search("racing", oracle, settings, seed=0)
-    print("found:      ", result.best.expression)
+    print("found:      ", result.law)
+    print("LaTeX:      ", result.latex())
     print("test NMSE:  ", f"{result.test_metrics['nmse']:.3g}")
     print("schedule:   ", " -> ".join(",".join(s) or "none held" for s in result.best.schedule))
     print("measured:   ", result.points_measured, "points in", result.requests, "requests")
+    # The law evaluated on new points, by name (or by position: an array of columns m, v).
+    print("E(2 kg, 1.5 m/s):", result.predict({"m": [2.0], "v": [1.5]})[0], "J")
 
 
 if __name__ == "__main__":

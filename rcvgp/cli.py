@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "rcvgp.commands.ping",
     "rcvgp.commands.conformance",
     "rcvgp.commands.bench",
+    "rcvgp.commands.export",
 )
 
 

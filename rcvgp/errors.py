@@ -4,6 +4,7 @@
 
     RcvgpError
     ├── ConfigError(ValueError)        a bad experiment file, setting or argument
+    │   └── RunFolderError             a run folder that cannot be read (missing, unfinished, damaged)
     ├── ExpressionError(ValueError)    an expression that does not parse or uses an unknown operator
     ├── OracleError                    an oracle misbehaved or refused a request
     │   ├── OutOfLimitsError(ValueError)  a set point outside the described limits
@@ -26,6 +27,7 @@ from typing import Any
 __all__ = [
     "RcvgpError",
     "ConfigError",
+    "RunFolderError",
     "ExpressionError",
     "OracleError",
     "OutOfLimitsError",
@@ -45,6 +47,10 @@ class RcvgpError(Exception):
 
 class ConfigError(RcvgpError, ValueError):
     """A bad experiment file, setting or command-line argument."""
+
+
+class RunFolderError(ConfigError):
+    """A run folder that cannot be read: missing, without the file asked for, or damaged."""
 
 
 class ExpressionError(RcvgpError, ValueError):

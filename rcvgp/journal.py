@@ -44,6 +44,9 @@ A torn last line (the process killed mid-write) is dropped. An oracle error is j
 and replayed where the search went on after it; the error that ended a run (the last record of
 that run) is retried live instead, under a new request id if the server answered it (its
 reply cache holds that error), under the same one if no answer came (a timeout).
+
+:func:`read_measurements` reads a journal's readings back as arrays with the variables' names
+and units (what ``RunReport.data()`` and ``rcvgp export`` give), one row per point.
 """
 
 from __future__ import annotations
@@ -63,7 +66,10 @@ from rcvgp import errors
 from rcvgp.errors import ConfigError, OracleError
 from rcvgp.oracle import DataOracle, OracleSpec
 
-__all__ = ["JOURNAL_NAME", "JOURNAL_VERSION", "JournalStats", "JournalingOracle", "RequestIdOracle", "read_journal"]
+__all__ = [
+    "JOURNAL_NAME", "JOURNAL_VERSION", "JournalStats", "JournalingOracle", "Measurements", "RequestIdOracle",
+    "column_label", "read_journal", "read_measurements",
+]
 
 #: File name of the journal inside a run's output folder.
 JOURNAL_NAME = "journal.jsonl"
@@ -118,6 +124,109 @@ def read_journal(path: str | Path) -> tuple[dict[str, Any] | None, list[dict[str
     """
     header, records, _, length = _scan(Path(path))
     return header, records, length
+
+
+@dataclass(frozen=True, eq=False)  # arrays: compare them with numpy, not ==
+class Measurements:
+    """Every reading a journal holds, one row per point, with the names and units of its columns.
+
+    Attributes
+    ----------
+    X : ndarray of shape (n_points, n_vars)
+        Where each reading was taken: the set points reached, for a request read back, else the
+        set points asked.
+    X_set : ndarray of shape (n_points, n_vars)
+        The set points asked.
+    y : ndarray of shape (n_points,)
+        The readings; NaN for a point the oracle could not measure.
+    request : ndarray of int, shape (n_points,)
+        The request each point came from: its record's number ``i`` in the journal.
+    variables : tuple of str
+        The columns of ``X``, in order.
+    units : tuple of str
+        The unit of each variable ("" where none was declared).
+    output : str
+        The name of y.
+    output_unit : str
+        The unit of y.
+
+    A column is also available by name: ``m["x0"]``, ``m["y"]``.
+    """
+
+    X: np.ndarray
+    X_set: np.ndarray
+    y: np.ndarray
+    request: np.ndarray
+    variables: tuple[str, ...]
+    units: tuple[str, ...]
+    output: str = "y"
+    output_unit: str = ""
+
+    def __len__(self) -> int:
+        return int(self.y.shape[0])
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name in self.variables:
+            return self.X[:, self.variables.index(name)]
+        if name == self.output:
+            return self.y
+        raise KeyError(f"{name!r} is not a column; the columns are {', '.join(self.variables + (self.output,))}")
+
+    @property
+    def n_requests(self) -> int:
+        """How many requests the points came from."""
+        return int(np.unique(self.request).size)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The variables and y with their units, as tables head them: ``("v [m/s]", ..., "E [J]")``."""
+        names, units = self.variables + (self.output,), self.units + (self.output_unit,)
+        return tuple(column_label(n, u) for n, u in zip(names, units))
+
+    def __repr__(self) -> str:
+        return f"Measurements({len(self):,} points from {self.n_requests:,} requests: {', '.join(self.labels)})"
+
+
+def column_label(name: str, unit: str) -> str:
+    """A quantity's name with its unit, as tables show it: ``v [m/s]``, or ``v`` without one."""
+    return f"{name} [{unit}]" if unit else name
+
+
+def read_measurements(path: str | Path) -> Measurements:
+    """Every reading in a journal, with its variables' names and units (from the journal's
+    header), in the order the requests were made; a failed request has no readings and no row.
+
+    Raises
+    ------
+    ConfigError
+        When the journal is damaged, is not an rcvgp journal, or has no header yet.
+    """
+    header, records, _ = read_journal(path)
+    if header is None:
+        raise ConfigError(f"{path}: the journal is empty (the run was stopped before its first line was written)")
+    spec = OracleSpec.from_dict(header["spec"])
+    n_vars = spec.n_vars
+    X_set, X, y, request = [], [], [], []
+    for k, rec in enumerate(records):
+        if "y" not in rec:  # an error: nothing was read
+            continue
+        asked = _array(rec, "X").reshape(tuple(rec["shape"]))
+        reached, readings = _answer(rec, asked)
+        X_set.append(asked)
+        X.append(reached)
+        y.append(readings)
+        request.append(np.full(readings.shape[0], int(rec.get("i", k)), dtype=np.int64))
+    empty = np.empty((0, n_vars))
+    return Measurements(
+        X=np.concatenate(X) if X else empty,
+        X_set=np.concatenate(X_set) if X_set else empty.copy(),
+        y=np.concatenate(y) if y else np.empty(0),
+        request=np.concatenate(request) if request else np.empty(0, dtype=np.int64),
+        variables=tuple(v.name for v in spec.variables),
+        units=tuple(v.unit for v in spec.variables),
+        output=spec.output.name,
+        output_unit=spec.output.unit,
+    )
 
 
 def _scan(p: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]], int]:
@@ -323,11 +432,7 @@ class JournalingOracle(DataOracle):
         rec = self._records[index]
         if "error" in rec:
             raise _rebuild_error(rec["error"])
-        y = np.frombuffer(base64.b64decode(rec["y"]), dtype="<f8").astype(np.float64)
-        X_reached = (
-            np.frombuffer(base64.b64decode(rec["X_reached"]), dtype="<f8").astype(np.float64).reshape(X.shape)
-            if "X_reached" in rec else X.copy()
-        )
+        X_reached, y = _answer(rec, X)
         self._count("replayed", X.shape[0])
         return X_reached, y
 
@@ -435,6 +540,18 @@ def _split_runs(records: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
         else:
             path.append(k)
     return path, tail
+
+
+def _array(rec: dict[str, Any], key: str) -> np.ndarray:
+    """A journalled array, bitwise as it was measured (flat; the caller knows its shape)."""
+    return np.frombuffer(base64.b64decode(rec[key]), dtype="<f8").astype(np.float64)
+
+
+def _answer(rec: dict[str, Any], X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The set points a record's answer was measured at (those reached, when read back; else
+    ``X``, the set points asked) and its readings."""
+    X_reached = _array(rec, "X_reached").reshape(X.shape) if "X_reached" in rec else X.copy()
+    return X_reached, _array(rec, "y")
 
 
 def _asks(rec: dict[str, Any], op: str, shape: tuple[int, ...], data: bytes) -> bool:

@@ -11,10 +11,16 @@ Ctrl-C (SIGINT) or SIGTERM asks the search to stop after its current generation;
 expression so far is then saved like any other result, with ``stopped: interrupted``. A second
 Ctrl-C aborts at once; the journal is intact either way, and ``resume=True`` continues the run
 without measuring any journalled point again.
+
+:func:`load_run` reads a run folder back into the :class:`RunReport` that
+:func:`run_experiment` returned: the law to evaluate, the front, the settings and the
+measurements (:meth:`RunReport.data`), which :func:`write_measurements` saves as CSV or NPZ.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import numbers
@@ -30,11 +36,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import numpy as np
 import yaml
 
 from rcvgp.config import ExperimentConfig
-from rcvgp.errors import ConfigError, ExpressionError, OracleError, OracleTimeout, ProtocolError
-from rcvgp.journal import JOURNAL_NAME, JournalingOracle, JournalStats
+from rcvgp.errors import ConfigError, ExpressionError, OracleError, OracleTimeout, ProtocolError, RunFolderError
+from rcvgp.journal import (
+    JOURNAL_NAME, JournalingOracle, JournalStats, Measurements, column_label, read_measurements,
+)
 from rcvgp.oracle import DataOracle, OracleSpec
 from rcvgp.search.base import Progress, SearchResult
 
@@ -42,12 +51,16 @@ __all__ = [
     "RESULT_NAME",
     "SUMMARY_NAME",
     "EXPERIMENT_NAME",
+    "MEASUREMENTS_NAME",
+    "EXPORT_FORMATS",
     "RunReport",
     "ProgressPrinter",
     "build_oracle",
     "run_experiment",
+    "load_run",
     "format_summary",
     "format_progress",
+    "write_measurements",
     "write_atomic",
 ]
 
@@ -55,6 +68,10 @@ __all__ = [
 RESULT_NAME = "result.json"
 SUMMARY_NAME = "summary.txt"
 EXPERIMENT_NAME = "experiment.yaml"
+#: File name (without its suffix) that ``rcvgp export`` writes the measurements to, by default.
+MEASUREMENTS_NAME = "measurements"
+#: The formats :func:`write_measurements` writes.
+EXPORT_FORMATS = ("csv", "npz")
 _RUN_FILES = (JOURNAL_NAME, RESULT_NAME, SUMMARY_NAME, EXPERIMENT_NAME)
 _PRETTY_WIDTH = 100  # widest pretty-printed expression the summary shows
 _FRONT_SHOWN = 8  # entries of the Pareto front the summary lists
@@ -63,31 +80,130 @@ _FRONT_WIDTH = 70
 
 @dataclass(frozen=True)
 class RunReport:
-    """What :func:`run_experiment` hands back.
+    """A run: what :func:`run_experiment` returns and :func:`load_run` reads back from its folder.
+
+    The answer is the search's (:attr:`result`): :attr:`law`, :attr:`equations`, :meth:`sympy`,
+    :meth:`latex` and :meth:`predict`, as on a :class:`~rcvgp.search.SearchResult`; the run adds
+    its settings (:attr:`config`), its files (:attr:`output`, :attr:`result_json`) and its
+    measurements (:meth:`data`).
 
     Attributes
     ----------
     config : ExperimentConfig
     result : SearchResult
-        The search's own result.
-    data : dict
+        The search's own result (rebuilt from ``result.json`` by :func:`load_run`).
+    result_json : dict
         The content of ``result.json`` (JSON-ready): the search result plus ``exact``,
-        ``truth``, ``oracle``, ``journal`` counts and ``output``.
+        ``truth``, ``oracle``, ``units``, ``journal`` counts and ``output``.
     output : Path
-        The output folder.
+        The run's folder.
     journal : JournalStats
         Points and requests replayed from the journal and measured live.
     """
 
     config: ExperimentConfig
     result: SearchResult
-    data: dict[str, Any]
+    result_json: dict[str, Any]
     output: Path
     journal: JournalStats
 
     @property
     def interrupted(self) -> bool:
         return self.result.stopped == "interrupted"
+
+    @property
+    def law(self) -> str:
+        """The law, as text (constants rounded to 6 digits; :meth:`sympy` has them in full)."""
+        return self.result.law
+
+    @property
+    def equations(self) -> list[dict[str, Any]]:
+        """The Pareto front the law was chosen from, simplest first: per entry ``complexity``,
+        ``loss``, ``nmse_validation``, ``expression``, ``latex``, ``sympy``, ``schedule`` and
+        ``chosen`` (``pandas.DataFrame(run.equations)`` makes it a table)."""
+        return [dict(e) for e in self.result_json.get("equations") or ()]
+
+    def sympy(self, index: int | None = None) -> Any:
+        """The law as a sympy expression over the variables' names, or the front's entry ``index``."""
+        return self.result.sympy(index)
+
+    def latex(self, index: int | None = None) -> str:
+        """The law (or the front's entry ``index``) in LaTeX."""
+        return self.result.latex(index)
+
+    def predict(self, X: Any, index: int | None = None) -> np.ndarray:
+        """The law (or the front's entry ``index``) on new points: ``X`` of shape
+        (n_samples, n_vars), or a mapping of variable name to values
+        (:meth:`SearchResult.predict <rcvgp.search.SearchResult.predict>`)."""
+        return self.result.predict(X, index)
+
+    def data(self) -> Measurements:
+        """Every measurement of the run, from its journal: set points and readings as numpy
+        arrays, with the variables' names and units and the request of each row.
+
+        Raises
+        ------
+        RunFolderError
+            When the run's folder has no journal.
+        """
+        path = self.output / JOURNAL_NAME
+        if not path.exists():
+            raise RunFolderError(f"{_shown(self.output)}: no {JOURNAL_NAME}, so no measurements to read")
+        return read_measurements(path)
+
+    def __repr__(self) -> str:
+        nmse = _num(self.result_json.get("nmse_test"))
+        return f"RunReport({_shown(self.output)!r}: {self.law}, test NMSE {nmse}, {self.result.stopped})"
+
+    def __str__(self) -> str:
+        return format_summary(self.result_json)
+
+
+def load_run(run_dir: str | Path) -> RunReport:
+    """Read a run back from its output folder (``result.json``, ``experiment.yaml``, and the
+    journal for :meth:`RunReport.data`).
+
+    Reading the law evaluates the text of ``result.json`` (as ``sympy.sympify`` does): load only
+    runs you trust.
+
+    Raises
+    ------
+    RunFolderError
+        When the folder does not exist, has no ``result.json`` (an unfinished run: its
+        measurements can still be exported), or a file in it is damaged.
+    """
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        what = "not a folder" if folder.exists() else "no such folder"
+        raise RunFolderError(f"{run_dir}: {what}; give a run's output folder (the `output` of its experiment)")
+    path = folder / RESULT_NAME
+    if not path.exists():
+        if (folder / JOURNAL_NAME).exists():
+            hint = (f"the run has not finished: continue it with `rcvgp run {_shown(folder / EXPERIMENT_NAME)} "
+                    f"--resume`, or save what it measured with `rcvgp export {run_dir}`")
+        else:
+            hint = f"not a run's output folder (no {JOURNAL_NAME} either)"
+        raise RunFolderError(f"{run_dir}: no {RESULT_NAME}; {hint}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise RunFolderError(f"{_shown(path)}: not readable as JSON ({exc}); the run's other files, and "
+                             f"`rcvgp export {run_dir}`, may still serve") from None
+    if not isinstance(data, dict):
+        raise RunFolderError(f"{_shown(path)}: expected a JSON object, got {type(data).__name__}")
+    try:
+        result = SearchResult.from_dict(data)
+    except ConfigError as exc:
+        raise RunFolderError(f"{_shown(path)}: {exc}") from None
+    from rcvgp.config import load_experiment
+
+    try:
+        config = load_experiment(folder / EXPERIMENT_NAME)
+    except ConfigError as exc:
+        raise RunFolderError(str(exc)) from None
+    counts: dict[str, Any] = data["journal"] if isinstance(data.get("journal"), dict) else {}
+    journal = JournalStats(**{k: int(counts.get(k) or 0) for k in JournalStats.__dataclass_fields__})
+    return RunReport(config=config, result=result, result_json=data, output=folder, journal=journal)
 
 
 def build_oracle(config: ExperimentConfig, notes: TextIO | None = None) -> DataOracle:
@@ -114,8 +230,6 @@ def build_oracle(config: ExperimentConfig, notes: TextIO | None = None) -> DataO
     o = config.oracle
     # Noise and simulated failures get their own stream, apart from the search's (same seed).
     if o.kind in ("catalog", "expression"):
-        import numpy as np
-
         from rcvgp.simulate import SimulatedOracle
 
         options: dict[str, Any] = dict(
@@ -257,7 +371,7 @@ def run_experiment(
         stats = journal.stats
     data = _result_data(config, result, spec, oracle, stats, output)
     _write_result(output, data)
-    return RunReport(config=config, result=result, data=data, output=output, journal=stats)
+    return RunReport(config=config, result=result, result_json=data, output=output, journal=stats)
 
 
 # -- presentation ---------------------------------------------------------------------------------
@@ -295,8 +409,8 @@ class ProgressPrinter:
 
 def format_summary(data: dict[str, Any]) -> str:
     """The readable summary of a ``result.json`` object: the law (pretty-printed when it fits),
-    its metrics, the noise, its schedule, the front it was chosen from, the measurements spent
-    and where the files are."""
+    its variables with their units, its metrics, the noise, its schedule, the front it was
+    chosen from, the measurements spent and where the files are."""
     stopped = str(data.get("stopped"))
     not_run = data.get("rounds_not_run") or []
     if not_run:
@@ -312,6 +426,12 @@ def format_summary(data: dict[str, Any]) -> str:
     if data.get("truth") is not None:
         exact = {True: "yes", False: "no"}.get(data.get("exact"), "unknown")  # type: ignore[arg-type]
         lines.append(f"  true law     {data['truth']}   (recovered exactly: {exact})")
+    variables = data.get("variables") or []
+    if variables:
+        units = data.get("units") or {}
+        inputs = ", ".join(column_label(str(name), str(units.get(name) or "")) for name in variables)
+        measured = column_label(str(data.get("output_name") or "y"), str(data.get("output_unit") or ""))
+        lines.append(f"  variables    {inputs} -> {measured}")
     m = data.get("test_metrics") or {}
     lines.append(
         f"  test data    NMSE {_num(m.get('nmse'))}   R^2 {_num(m.get('r2'), '.6f')}   RMSE {_num(m.get('rmse'))}"
@@ -371,8 +491,53 @@ def _noise_text(noise: Any, unit: str) -> str:
     return f"{' + '.join(parts) if parts else 'none'} (declared)"
 
 
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write a text file so that readers see the old content or the new one, never a part.
+def write_measurements(measurements: Measurements, path: str | Path, format: str = "csv") -> Path:
+    """Save measurements (:meth:`RunReport.data`, :func:`~rcvgp.journal.read_measurements`) to a file.
+
+    Parameters
+    ----------
+    measurements : Measurements
+    path : str or Path
+        The file to write (replaced whole if it exists).
+    format : {"csv", "npz"}
+        ``csv``: a header row of ``name [unit]`` labels, then one row per point: ``request``,
+        the variables, y, and, when a rig read back set points other than those asked, the set
+        points asked (``x0_set [unit]``, ...); numbers in full precision, ``nan`` for a point
+        not measured. ``npz`` (``numpy.load``, no pickle): the arrays ``X``, ``X_set``, ``y``
+        and ``request``, and ``variables``, ``units``, ``output`` and ``output_unit``.
+
+    Returns
+    -------
+    Path
+        The file written.
+    """
+    if format not in EXPORT_FORMATS:
+        raise ConfigError(f"format {format!r}: expected one of {', '.join(EXPORT_FORMATS)}")
+    path = Path(path)
+    m = measurements
+    if format == "npz":
+        buffer = io.BytesIO()
+        np.savez(buffer, X=m.X, X_set=m.X_set, y=m.y, request=m.request, variables=np.array(m.variables, dtype=str),
+                 units=np.array(m.units, dtype=str), output=np.array(m.output), output_unit=np.array(m.output_unit))
+        write_atomic(path, buffer.getvalue())
+        return path
+    asked = not np.array_equal(m.X, m.X_set, equal_nan=True)
+    header = ["request", *m.labels]
+    if asked:
+        header += [column_label(f"{n}_set", u) for n, u in zip(m.variables, m.units)]
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(header)
+    table = np.column_stack([m.X, m.y, m.X_set] if asked else [m.X, m.y])
+    for request, row in zip(m.request.tolist(), table.tolist()):
+        writer.writerow([request] + [repr(v) for v in row])  # repr: the shortest text that reads back bitwise
+    write_atomic(path, text.getvalue())
+    return path
+
+
+def write_atomic(path: str | Path, text: str | bytes) -> None:
+    """Write a file (text, or bytes as they are) so that readers see the old content or the new
+    one, never a part.
 
     The file's permissions follow the umask, as for any file a program creates (results are not
     secrets; ``tempfile.mkstemp`` would make them 0600).
@@ -386,8 +551,8 @@ def write_atomic(path: str | Path, text: str) -> None:
         except FileExistsError:  # pragma: no cover - 48 random bits
             continue
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text if isinstance(text, bytes) else text.encode("utf-8"))
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -438,6 +603,8 @@ def _result_data(
         variables=names,
         sympy=sympy.srepr(found) if found is not None else None,
         pretty=_pretty(found, result.best.expression),
+        units={v.name: v.unit for v in spec.variables},
+        output_name=spec.output.name,
         output_unit=spec.output.unit,
         exact=exact,
         truth=truth_text,

@@ -27,7 +27,7 @@ def test_a_run_saves_result_summary_experiment_and_journal(write_experiment, tmp
     assert report.output == out
     assert {p.name for p in out.iterdir()} == {"journal.jsonl", "result.json", "summary.txt", "experiment.yaml"}
     data = json.loads((out / "result.json").read_text())
-    assert data == report.data
+    assert data == report.result_json
     for key in REQUIRED_KEYS:
         assert key in data
     assert isinstance(data["exact"], bool) and data["truth"] == "x0*x1 + 2.5"
@@ -57,7 +57,7 @@ def test_resuming_a_finished_run_replays_everything_and_measures_nothing(write_e
     assert again.journal.live_points == 0 and again.journal.live_requests == 0
     assert again.journal.replayed_points == first.result.points_measured
     for key in ("expression", "nmse_test", "schedule", "points_measured", "requests", "exact"):
-        assert again.data[key] == first.data[key]
+        assert again.result_json[key] == first.result_json[key]
 
 
 def test_a_new_run_moves_the_earlier_one_aside(write_experiment, tmp_path):
@@ -76,13 +76,13 @@ def test_a_folder_moved_aside_names_itself_and_resumes_there(write_experiment, t
     moved = tmp_path / "runs" / "tiny.1"
     data = json.loads((moved / "result.json").read_text())
     assert data["output"] == str(moved) and data["journal"]["path"] == str(moved / "journal.jsonl")
-    assert data["expression"] == first.data["expression"]
+    assert data["expression"] == first.result_json["expression"]
     assert "results      runs/tiny.1/result.json" in (moved / "summary.txt").read_text()
     settings = load_experiment(moved / "experiment.yaml")
     assert settings.output == moved and settings.fingerprint() == first.config.fingerprint()
     again = run_experiment(settings, resume=True, notes=None, handle_signals=False)  # resumes the moved run
     assert again.output == moved and again.journal.live_points == 0
-    assert again.journal.replayed_points == first.data["points_measured"]
+    assert again.journal.replayed_points == first.result_json["points_measured"]
 
 
 def test_resume_without_a_run_to_resume_is_an_error_saying_how_to_start_one(write_experiment, tmp_path):
@@ -100,15 +100,15 @@ def test_a_stop_request_saves_the_best_so_far(write_experiment, tmp_path):
         return True
 
     report = run(write_experiment(), progress=stop_at_once)
-    assert calls and report.interrupted and report.data["stopped"] == "interrupted"
+    assert calls and report.interrupted and report.result_json["stopped"] == "interrupted"
     saved = json.loads((tmp_path / "runs" / "tiny" / "result.json").read_text())
     assert saved["stopped"] == "interrupted" and saved["expression"]
 
 
 def test_a_budget_ends_the_run_cleanly(write_experiment):
     report = run(write_experiment(budget={"points": 260}))  # the tiny run needs 320 unbounded
-    assert report.data["stopped"] == "budget" and report.data["points_measured"] <= 260
-    assert report.data["journal"]["live_points"] == report.data["points_measured"]
+    assert report.result_json["stopped"] == "budget" and report.result_json["points_measured"] <= 260
+    assert report.result_json["journal"]["live_points"] == report.result_json["points_measured"]
 
 
 def test_a_budget_the_search_refuses_names_the_file(write_experiment, tmp_path, monkeypatch):
@@ -124,9 +124,9 @@ def test_named_variables_are_kept_and_exactness_is_judged_on_them(write_experime
         "variables": [{"name": "m", "low": 0.1, "high": 10, "dist": "loguniform"},
                       {"name": "v", "low": 0.1, "high": 10}],
     }))
-    assert report.data["variables"] == ["m", "v"]
-    assert isinstance(report.data["exact"], bool)
-    assert not ({"x0", "x1"} & set(report.data["expression"].replace("(", " ").replace(")", " ").split()))
+    assert report.result_json["variables"] == ["m", "v"]
+    assert isinstance(report.result_json["exact"], bool)
+    assert not ({"x0", "x1"} & set(report.result_json["expression"].replace("(", " ").replace(")", " ").split()))
 
 
 def test_exactness_is_judged_on_the_declared_domains(write_experiment, monkeypatch):
@@ -148,8 +148,8 @@ def test_exactness_is_judged_on_the_declared_domains(write_experiment, monkeypat
 
     monkeypatch.setattr(rcvgp.search, "run_search", answers_split_root)
     report = run(write_experiment(oracle={"expression": "x0 + sqrt(x1/x0)"}, operators=["add", "mul", "div", "sqrt"]))
-    assert report.data["expression"] == "x0 + sqrt(x1)/sqrt(x0)"
-    assert report.data["exact"] is True
+    assert report.result_json["expression"] == "x0 + sqrt(x1)/sqrt(x0)"
+    assert report.result_json["exact"] is True
 
 
 def test_build_oracle_makes_simulated_oracles_with_their_truth(write_experiment, tmp_path):
@@ -181,8 +181,8 @@ def test_a_run_over_an_endpoint_has_no_truth(write_experiment):
                                               "timeout": 5}))
     finally:
         server.stop()
-    assert report.data["exact"] is None and report.data["truth"] is None
-    assert report.data["journal"]["live_points"] == served.points_measured == report.data["points_measured"]
+    assert report.result_json["exact"] is None and report.result_json["truth"] is None
+    assert report.result_json["journal"]["live_points"] == served.points_measured == report.result_json["points_measured"]
 
 
 def test_summary_reads_well():
@@ -258,11 +258,11 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result_measuring_nothin
     resumed = run(path, resume=True)
     for key in ("expression", "nmse_test", "test_metrics", "schedule", "points_measured", "requests", "exact",
                 "stopped", "equations"):
-        assert resumed.data[key] == full.data[key], key
+        assert resumed.result_json[key] == full.result_json[key], key
     _, records, _ = read_journal(tmp_path / "runs" / "tiny" / "journal.jsonl")
     asked = [r["X"] for r in records]
     assert len(set(asked)) == len(asked)  # no set of points was measured twice
-    assert resumed.journal.replayed_points + resumed.journal.live_points == full.data["points_measured"]
+    assert resumed.journal.replayed_points + resumed.journal.live_points == full.result_json["points_measured"]
     assert resumed.journal.replayed_points > 0
 
 

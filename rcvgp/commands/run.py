@@ -184,8 +184,8 @@ def _run(config: Any, args: argparse.Namespace) -> int:
                   f"command again{'' if args.resume else ' with --resume'}", file=sys.stderr)
         raise
     if args.json:
-        print(json.dumps(report.data, allow_nan=False))
+        print(json.dumps(report.result_json, allow_nan=False))
     else:
-        print(format_summary(report.data))
+        print(format_summary(report.result_json))
     sys.stdout.flush()
     return int(ExitCode.INTERRUPTED if report.interrupted else ExitCode.OK)

@@ -1,17 +1,22 @@
-"""Value objects shared by every search: settings, progress reports, candidates and results."""
+"""Value objects shared by every search: settings, progress reports, candidates and results.
+
+A :class:`SearchResult` is also the answer to work with: its law (or any entry of its front) as
+sympy, as LaTeX, and evaluated on new points with :meth:`SearchResult.predict`; it is rebuilt from
+a ``result.json`` by :meth:`SearchResult.from_dict`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
 
 from rcvgp.errors import ConfigError
 from rcvgp.noisefloor import NoiseModel
-
-if TYPE_CHECKING:
-    import numpy as np
 
 __all__ = [
     "METHODS", "OPTIMIZERS", "SELECTIONS", "SearchConfig", "Progress", "Candidate", "SearchResult", "ProgressCallback",
@@ -158,15 +163,37 @@ class Candidate:
     chosen: bool = False  # the law was chosen from this entry of the front
 
     def to_dict(self) -> dict[str, Any]:
+        """The candidate as JSON-ready data; ``sympy`` is its expression in full precision
+        (``sympy.srepr``), where ``expression`` and ``latex`` round constants to 6 digits."""
         return {
             "complexity": self.complexity,
             "loss": self.loss,
             "nmse_validation": self.nmse_validation,
             "expression": self.expression,
             "latex": self.latex,
+            "sympy": _srepr(self.sympy_expr),
             "schedule": [list(s) for s in self.schedule],
             "chosen": self.chosen,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], variables: Sequence[str] = ()) -> Candidate:
+        """A candidate from :meth:`to_dict`'s data; its sympy form is read from ``sympy``, else
+        from ``expression`` over ``variables``.
+
+        Reading an expression evaluates its text (as ``sympy.sympify`` does): read only results
+        you trust.
+        """
+        return cls(
+            expression=str(data["expression"]),
+            latex=str(data.get("latex") or ""),
+            sympy_expr=_read_sympy(data.get("sympy"), str(data["expression"]), variables),
+            schedule=tuple(tuple(str(v) for v in held) for held in data.get("schedule") or ()),
+            complexity=int(data.get("complexity") or 0),
+            loss=_float(data.get("loss")),
+            nmse_validation=_float(data.get("nmse_validation")),
+            chosen=bool(data.get("chosen", False)),
+        )
 
 
 @dataclass(frozen=True)
@@ -190,6 +217,7 @@ class SearchResult:
     # The test points (oracle units) and their readings, for whoever judges the law on them
     # (a bench, a report); not in to_dict: result.json stays small.
     test_data: tuple[np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)
+    variables: tuple[str, ...] = ()  # the oracle's variable names: the columns of X, in order
 
     @property
     def rounds_not_run(self) -> list[int]:
@@ -200,6 +228,64 @@ class SearchResult:
     def nmse_test(self) -> float:
         return self.test_metrics["nmse"]
 
+    @property
+    def law(self) -> str:
+        """The law, as text (constants rounded to 6 digits; :meth:`sympy` has them in full)."""
+        return self.best.expression
+
+    def sympy(self, index: int | None = None) -> Any:
+        """The law as a sympy expression over the variables' names, or with ``index`` the entry
+        of :attr:`equations` (the front, simplest first) of that index."""
+        return self._entry(index).sympy_expr
+
+    def latex(self, index: int | None = None) -> str:
+        """The law (or the front's entry ``index``) in LaTeX."""
+        return self._entry(index).latex
+
+    def predict(self, X: Any, index: int | None = None) -> np.ndarray:
+        """The law (or the front's entry ``index``) evaluated on new points.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_vars), or mapping of name to array-like
+            The variables by position (the columns in :attr:`variables`' order), or by name (a
+            dict, a numpy structured array or a pandas DataFrame, one entry per variable; the
+            arrays broadcast together, e.g. the grids of ``numpy.meshgrid``).
+        index : int, optional
+            An entry of :attr:`equations` instead of the law.
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,), or the arrays' broadcast shape for a mapping
+            NaN where the expression is undefined.
+
+        Raises
+        ------
+        ConfigError
+            For a wrong number of columns, an unknown or a missing name, or an index out of range.
+        """
+        import sympy
+
+        from rcvgp.search.choice import predict
+
+        expr = self._entry(index).sympy_expr
+        # The expression's own symbols: they carry assumptions (positive=True), and lambdify
+        # matches symbols exactly, not by name.
+        own = {str(s): s for s in getattr(expr, "free_symbols", ())}
+        names = self.variables or tuple(sorted(own))
+        columns, shape = _columns(X, names)
+        symbols = [own.get(name, sympy.Symbol(name)) for name in names]
+        return predict(expr, symbols, columns).reshape(shape)
+
+    def _entry(self, index: int | None) -> Candidate:
+        if index is None:
+            return self.best
+        n = len(self.equations)
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not -n <= index < n:
+            raise ConfigError(f"index {index!r}: the front has {n} equations (0 to {n - 1}, simplest first); "
+                              "leave it out for the law")
+        return self.equations[int(index)]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "method": self.method,
@@ -207,6 +293,10 @@ class SearchResult:
             "expression": self.best.expression,
             "latex": self.best.latex,
             "schedule": [list(s) for s in self.best.schedule],
+            "complexity": self.best.complexity,
+            "loss": self.best.loss,
+            "nmse_validation": self.best.nmse_validation,
+            "variables": list(self.variables),
             "nmse_test": self.test_metrics["nmse"],
             "test_metrics": dict(self.test_metrics),
             "points_measured": self.points_measured,
@@ -220,3 +310,113 @@ class SearchResult:
             "equations": [c.to_dict() for c in self.equations],
             "config": asdict(self.config),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SearchResult:
+        """The result :meth:`to_dict` described (as ``result.json`` holds it, where ``sympy`` is
+        the law in full precision); keys it does not know are left out.
+
+        Reading expressions evaluates their text (as ``sympy.sympify`` does): read only results
+        you trust.
+
+        Raises
+        ------
+        ConfigError
+            When a key it needs is missing or does not hold what it should.
+        """
+        try:
+            names = tuple(str(v) for v in data.get("variables") or ())
+            law = {k: data.get(k) for k in ("latex", "sympy", "schedule", "complexity", "loss", "nmse_validation")}
+            best = Candidate.from_dict({"expression": data["expression"], "chosen": True, **law}, names)
+            equations = tuple(Candidate.from_dict(e, names) for e in data.get("equations") or ())
+            known = {f.name for f in dataclasses.fields(SearchConfig)}
+            settings: dict[str, Any] = {k: tuple(v) if k == "operators" else v
+                                        for k, v in (data.get("config") or {}).items() if k in known}
+            noise: dict[str, Any] = {k: v for k, v in (data.get("noise") or {}).items()
+                                     if k in ("absolute", "relative", "dof", "source")}
+            for k in ("absolute", "relative"):
+                noise[k] = float(noise.get(k) or 0.0)  # null: a non-finite estimate, written as JSON allows
+            done = int(data.get("rounds_run") or 0)
+            return cls(
+                method=str(data["method"]),
+                seed=int(data["seed"]),
+                best=best,
+                equations=equations,
+                test_metrics={str(k): _float(v) for k, v in (data.get("test_metrics") or {}).items()},
+                points_measured=int(data.get("points_measured") or 0),
+                requests=int(data.get("requests") or 0),
+                points_failed=int(data.get("points_failed") or 0),
+                wall_seconds=_float(data.get("wall_seconds")),
+                stopped=str(data.get("stopped")),
+                config=SearchConfig(**settings),
+                noise=NoiseModel(**noise),
+                rounds=(done, done + len(data.get("rounds_not_run") or ())),
+                variables=names,
+            )
+        except KeyError as exc:
+            raise ConfigError(f"`{exc.args[0]}` is missing") from None
+        except (TypeError, ValueError, AttributeError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(f"not a search result: {exc}") from exc
+
+
+def _float(value: Any) -> float:
+    """A number from JSON, where a non-finite one was written as null."""
+    return math.nan if value is None else float(value)
+
+
+def _srepr(expr: Any) -> str | None:
+    if expr is None:
+        return None
+    import sympy
+
+    return str(sympy.srepr(expr))
+
+
+def _read_sympy(srepr: Any, text: str, variables: Sequence[str]) -> Any:
+    """An expression from its ``srepr`` (exact, with the symbols' assumptions), else from its
+    text over ``variables`` (names such as ``E``, ``I`` or ``gamma`` stay variables)."""
+    import sympy
+
+    try:
+        if srepr:
+            return sympy.sympify(str(srepr))
+        return sympy.sympify(text, locals={name: sympy.Symbol(name) for name in variables})
+    except (sympy.SympifyError, SyntaxError, TypeError, ValueError) as exc:
+        raise ConfigError(f"cannot read the expression {str(srepr or text)[:80]!r}: {exc}") from exc
+
+
+def _columns(X: Any, names: Sequence[str]) -> tuple[np.ndarray, tuple[int, ...]]:
+    """``X`` as one column per variable, in ``names``' order, and the shape of the answer."""
+    n = len(names)
+    listed = ", ".join(names)
+    fields = getattr(getattr(X, "dtype", None), "names", None)
+    if isinstance(X, Mapping) or fields or hasattr(X, "columns"):
+        keys = [str(k) for k in (fields or (X.columns if hasattr(X, "columns") else X.keys()))]
+        unknown = [k for k in keys if k not in names]
+        if unknown:
+            raise ConfigError(f"predict: unknown variable {unknown[0]!r}; the variables are {listed}")
+        missing = [k for k in names if k not in keys]
+        if missing:
+            raise ConfigError(f"predict: variable {missing[0]!r} is missing; give each of {listed}")
+        try:
+            values = np.broadcast_arrays(*(np.asarray(X[k], dtype=float) for k in names))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"predict: the values of {listed} must be numbers of shapes that broadcast "
+                              f"together ({exc})") from None
+        shape = values[0].shape
+        return np.stack([v.reshape(-1) for v in values], axis=1), shape
+    try:
+        arr = np.asarray(X, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"predict: X must hold numbers ({exc})") from None
+    if arr.ndim == 1 and n == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2:
+        raise ConfigError(f"predict: X must be 2-D, of shape (n_samples, {n}) with columns {listed}, or a mapping "
+                          f"of variable name to values; got shape {arr.shape}")
+    if arr.shape[1] != n:
+        raise ConfigError(f"predict: X has {arr.shape[1]} column{'s' if arr.shape[1] != 1 else ''}; the "
+                          f"variables are {n}: {listed}")
+    return arr, arr.shape[:1]

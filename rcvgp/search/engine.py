@@ -699,6 +699,7 @@ class Run:
             noise=lab.noise,
             rounds=(self.round, self.n_rounds),
             test_data=(X_test, y_test),
+            variables=tuple(v.name for v in self.spec.variables),
         )
 
     def _structures(self) -> list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]]:

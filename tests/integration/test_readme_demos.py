@@ -32,7 +32,7 @@ def _discover(tmp_path: Path, served: str, *options: str) -> dict:  # type: igno
         assert address in line, line + proc.stderr.read()  # type: ignore[union-attr]
         config = load_experiment(ROOT / "examples" / "remote.yaml",
                                  {"oracle.endpoint": address, "output": str(tmp_path / "run")})
-        return run_experiment(config, notes=None, handle_signals=False).data
+        return run_experiment(config, notes=None, handle_signals=False).result_json
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
