@@ -5,6 +5,7 @@
     RcvgpError
     ├── ConfigError(ValueError)        a bad experiment file, setting or argument
     ├── ExpressionError(ValueError)    an expression that does not parse or uses an unknown operator
+    ├── MissingExtra(ImportError)      an optional extra a command needs is not installed
     ├── OracleError                    an oracle misbehaved or refused a request
     │   ├── OutOfLimitsError(ValueError)  a set point outside the described limits
     │   ├── BudgetExhausted            the measurement budget is spent
@@ -27,6 +28,7 @@ __all__ = [
     "RcvgpError",
     "ConfigError",
     "ExpressionError",
+    "MissingExtra",
     "OracleError",
     "OutOfLimitsError",
     "BudgetExhausted",
@@ -49,6 +51,10 @@ class ConfigError(RcvgpError, ValueError):
 
 class ExpressionError(RcvgpError, ValueError):
     """An expression that does not parse, or uses an operator not in the table."""
+
+
+class MissingExtra(RcvgpError, ImportError):
+    """An optional extra a command needs is not installed; the message says how to get it."""
 
 
 class OracleError(RcvgpError):
