@@ -201,6 +201,9 @@ def _page(run_dir: Path, data: dict[str, Any], history: list[dict[str, Any]], po
     if history:
         figures.append(("The race", _race_caption(data), _png(_race_figure(history, data.get("variables") or []),
                                                           "population and best loss per schedule")))
+    elif (run_dir / HISTORY_NAME).exists():
+        figures.append(("The race", "The run stopped before its first generation ended: there is no race to "
+                        "draw.", None))
     else:
         figures.append(("The race", f"This run folder has no {HISTORY_NAME} (a run made before rcvgp kept its "
                         "history), so the race cannot be drawn.", None))
@@ -355,8 +358,8 @@ def _race_caption(data: dict[str, Any]) -> str:
     return ("Each schedule is named by the order in which it freed its variables (x0 \u2192 x1: x0 free first, "
             "then x1). Top: how many expressions of the population came by each schedule, generation by "
             "generation; a schedule whose band ends has lost the race. Bottom: the best training loss (NMSE, "
-            "mean over the trials of its held values) of each schedule. Dotted lines separate the rounds; "
-            "grey bands are schedules too many to name.")
+            "mean over the trials of its held values) of each schedule. Dotted lines separate the rounds, "
+            "numbered above; grey bands are schedules too many to name.")
 
 
 def _fit_caption(data: dict[str, Any], points: _TestPoints) -> str:
@@ -369,9 +372,14 @@ def _fit_caption(data: dict[str, Any], points: _TestPoints) -> str:
 
 def _residual_caption(data: dict[str, Any]) -> str:
     noise = data.get("noise") or {}
-    spread = ("The grey band spans" if not noise.get("relative") else "Grey whiskers span")
-    band = (f" {spread} \u00b12 standard deviations of the noise (at each point): residuals within it are what "
-            "the noise leaves." if (noise.get("absolute") or noise.get("relative")) else "")
+    if noise.get("relative"):
+        band = (" Grey whiskers span \u00b12 standard deviations of the noise at each point: residuals within "
+                "them are what the noise leaves.")
+    elif noise.get("absolute"):
+        band = (" The grey band spans \u00b12 standard deviations of the noise: residuals within it are what the "
+                "noise leaves.")
+    else:
+        band = ""
     return ("Measured minus predicted on the test points, against each variable: a pattern here is a part of the "
             "law that was missed; an exact law on noiseless readings leaves only rounding." + band)
 
@@ -747,7 +755,7 @@ def _points_figure(history: list[dict[str, Any]], data: dict[str, Any]) -> Figur
         if len(xs) > len(seconds):
             ax.scatter([xs[-1]], [ys[-1]], s=40, marker="s", color=_ACCENT, zorder=3,
                        label="final fit, validation and test")
-            ax.legend(loc="lower right")
+            ax.legend(loc="upper left")
         for _, first, _ in _round_spans(history)[1:]:
             ax.axvline((seconds[first - 2] + seconds[first - 1]) / 2, color="#7b8794", lw=0.9, ls=":")
         ax.set_xlabel("seconds since the run started")

@@ -187,16 +187,22 @@ def test_the_report_parses_and_every_image_decodes_and_is_not_blank(finished, tm
     assert "http://" not in page and "https://" not in page  # opens with no network
 
 
-def test_a_folder_without_history_or_test_points_still_gets_a_page_that_says_so(finished, tmp_path):
+@pytest.mark.parametrize("history_file", ["missing", "empty"])
+def test_a_folder_without_history_or_test_points_still_gets_a_page_that_says_so(finished, tmp_path, history_file):
     report, _ = finished
     run_dir = tmp_path / "old"
     shutil.copytree(report.output, run_dir)
-    (run_dir / HISTORY_NAME).unlink()
+    if history_file == "missing":  # a run made before runs kept their history
+        (run_dir / HISTORY_NAME).unlink()
+    else:  # a run stopped before its first generation ended
+        (run_dir / HISTORY_NAME).write_text("")
     (run_dir / TEST_POINTS_NAME).unlink()
     parsed = parse(write_report(run_dir).read_text(encoding="utf-8"))
     assert len(parsed.images) == 3  # the law, the truth, the front
     text = " ".join(parsed.text)
-    assert f"no {HISTORY_NAME}" in text and f"no usable {TEST_POINTS_NAME}" in text
+    assert f"no usable {TEST_POINTS_NAME}" in text
+    assert (f"no {HISTORY_NAME}" if history_file == "missing" else "no race to draw") in text
+    assert "Points measured over time" not in text
 
 
 def test_a_long_law_is_set_on_lines_that_break_only_between_terms():
