@@ -224,7 +224,7 @@ def _page(run_dir: Path, data: dict[str, Any], history: list[dict[str, Any]], po
         if image is None:
             parts.append(f"<p class='note'>{esc(caption)}</p>")
         else:
-            parts.append(f"<figure>{image}<figcaption><b>Figure {n}.</b> {caption}</figcaption></figure>")
+            parts.append(f"<figure>{image}<figcaption><b>Figure {n}.</b> {esc(caption)}</figcaption></figure>")
         parts.append("</section>")
 
     if equations:
