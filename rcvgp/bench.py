@@ -667,10 +667,10 @@ def _truth_nmse(oracle: Any, result: Any) -> float | None:
     """The test NMSE of the truth itself on the run's test readings (0 without noise)."""
     from rcvgp.metrics import regression_metrics
 
-    if result.test_data is None:
+    if result.test_points is None:
         return None
-    X, y = result.test_data
-    nmse = float(regression_metrics(y, oracle.truth(X))["nmse"])
+    points = result.test_points
+    nmse = float(regression_metrics(points.y, oracle.truth(points.X))["nmse"])
     return nmse if math.isfinite(nmse) else None
 
 

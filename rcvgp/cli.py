@@ -12,7 +12,9 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from rcvgp.errors import ConfigError, ExpressionError, OracleError, OracleTimeout, ProtocolError, RcvgpError
+from rcvgp.errors import (
+    ConfigError, ExpressionError, MissingExtra, OracleError, OracleTimeout, ProtocolError, RcvgpError,
+)
 
 __all__ = ["ExitCode", "main", "build_parser", "version_line"]
 
@@ -26,6 +28,7 @@ COMMAND_MODULES = (
     "rcvgp.commands.conformance",
     "rcvgp.commands.bench",
     "rcvgp.commands.export",
+    "rcvgp.commands.report",
 )
 
 
@@ -78,6 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.INTERRUPTED
     except (ConfigError, ExpressionError) as exc:
         print(f"rcvgp: error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    except MissingExtra as exc:
+        print(f"rcvgp: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     except OracleTimeout as exc:
         print(f"rcvgp: oracle timeout: {exc}", file=sys.stderr)

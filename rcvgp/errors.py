@@ -6,6 +6,7 @@
     ├── ConfigError(ValueError)        a bad experiment file, setting or argument
     │   └── RunFolderError             a run folder that cannot be read (missing, unfinished, damaged)
     ├── ExpressionError(ValueError)    an expression that does not parse or uses an unknown operator
+    ├── MissingExtra(ImportError)      an optional extra a command needs is not installed
     ├── OracleError                    an oracle misbehaved or refused a request
     │   ├── OutOfLimitsError(ValueError)  a set point outside the described limits
     │   ├── BudgetExhausted            the measurement budget is spent
@@ -29,6 +30,7 @@ __all__ = [
     "ConfigError",
     "RunFolderError",
     "ExpressionError",
+    "MissingExtra",
     "OracleError",
     "OutOfLimitsError",
     "BudgetExhausted",
@@ -55,6 +57,10 @@ class RunFolderError(ConfigError):
 
 class ExpressionError(RcvgpError, ValueError):
     """An expression that does not parse, or uses an operator not in the table."""
+
+
+class MissingExtra(RcvgpError, ImportError):
+    """An optional extra a command needs is not installed; the message says how to get it."""
 
 
 class OracleError(RcvgpError):

@@ -5,7 +5,9 @@ oracle (:func:`build_oracle`: a simulated catalog entry, a simulated expression,
 endpoint), wraps it in a :class:`~rcvgp.journal.JournalingOracle` so that every measurement is
 on disk before the search uses it, runs the search, and writes ``result.json`` and
 ``summary.txt`` atomically (a temporary file, then a rename) into the output folder, beside
-``journal.jsonl`` and the resolved ``experiment.yaml``.
+``journal.jsonl``, the resolved ``experiment.yaml``, ``history.jsonl`` (one line per
+generation, written as the search goes: :data:`HISTORY_FIELDS`) and ``test_points.csv`` (the
+fresh points the law was scored on, with its predictions).
 
 Ctrl-C (SIGINT) or SIGTERM asks the search to stop after its current generation; the best
 expression so far is then saved like any other result, with ``stopped: interrupted``. A second
@@ -53,6 +55,9 @@ __all__ = [
     "EXPERIMENT_NAME",
     "MEASUREMENTS_NAME",
     "EXPORT_FORMATS",
+    "HISTORY_NAME",
+    "HISTORY_FIELDS",
+    "TEST_POINTS_NAME",
     "RunReport",
     "ProgressPrinter",
     "build_oracle",
@@ -72,7 +77,11 @@ EXPERIMENT_NAME = "experiment.yaml"
 MEASUREMENTS_NAME = "measurements"
 #: The formats :func:`write_measurements` writes.
 EXPORT_FORMATS = ("csv", "npz")
-_RUN_FILES = (JOURNAL_NAME, RESULT_NAME, SUMMARY_NAME, EXPERIMENT_NAME)
+HISTORY_NAME = "history.jsonl"
+TEST_POINTS_NAME = "test_points.csv"
+#: The keys of each line of ``history.jsonl`` (one line per generation).
+HISTORY_FIELDS = ("round", "n_rounds", "generation", "best_nmse", "schedules", "points", "requests", "seconds")
+_RUN_FILES = (JOURNAL_NAME, RESULT_NAME, SUMMARY_NAME, EXPERIMENT_NAME, HISTORY_NAME, TEST_POINTS_NAME)
 _PRETTY_WIDTH = 100  # widest pretty-printed expression the summary shows
 _FRONT_SHOWN = 8  # entries of the Pareto front the summary lists
 _FRONT_WIDTH = 70
@@ -354,10 +363,15 @@ def run_experiment(
     except BaseException:
         oracle.close()
         raise
-    with journal, _stop_requests(handle_signals, notes) as stop:
+    # A resumed search replays every generation from the journal: its history starts afresh.
+    with journal, open(output / HISTORY_NAME, "w", encoding="utf-8") as history, \
+            _stop_requests(handle_signals, notes) as stop:
 
         def on_progress(p: Progress) -> bool:
             journal.checkpoint()  # what was measured so far is on the search's path
+            if not p.message:
+                history.write(json.dumps(history_record(p), allow_nan=False) + "\n")
+                history.flush()  # a killed run keeps the generations it finished
             wanted = bool(progress(p)) if progress is not None else False
             return wanted or stop.is_set()
 
@@ -370,8 +384,41 @@ def run_experiment(
             raise ConfigError(f"{config.source}: {exc}") from exc
         stats = journal.stats
     data = _result_data(config, result, spec, oracle, stats, output)
+    if result.test_points is not None:
+        write_atomic(output / TEST_POINTS_NAME, _test_points_csv(result, [v.name for v in spec.variables]))
     _write_result(output, data)
     return RunReport(config=config, result=result, result_json=data, output=output, journal=stats)
+
+
+def history_record(p: Progress) -> dict[str, Any]:
+    """One line of ``history.jsonl``: a generation's round, the race (population and best loss
+    per schedule), the best NMSE so far, and the points, requests and seconds spent by then.
+    Strict JSON: a loss that is not finite is null."""
+    record = {
+        "round": p.round,
+        "n_rounds": p.n_rounds,
+        "generation": p.generation,
+        "best_nmse": p.best_nmse,
+        "schedules": [
+            {"schedule": [list(held) for held in s.schedule], "population": s.population, "best_loss": s.best_loss}
+            for s in p.schedules
+        ],
+        "points": p.points,
+        "requests": p.requests,
+        "seconds": round(p.elapsed, 3),
+    }
+    return _json_ready(record)  # type: ignore[no-any-return]
+
+
+def _test_points_csv(result: SearchResult, names: list[str]) -> str:
+    """The test points as CSV: one column per variable, then ``measured`` and ``predicted``,
+    every number to full precision."""
+    tp = result.test_points
+    assert tp is not None
+    rows = [",".join([*names, "measured", "predicted"])]
+    for x, y, f in zip(tp.X, tp.y, tp.predicted):
+        rows.append(",".join(repr(float(v)) for v in (*x, y, f)))
+    return "\n".join(rows) + "\n"
 
 
 # -- presentation ---------------------------------------------------------------------------------
@@ -442,8 +489,7 @@ def format_summary(data: dict[str, Any]) -> str:
         lines.append(f"  noise        {noise}")
     schedule = data.get("schedule") or []
     if schedule:
-        steps = [("held " + ", ".join(s)) if s else "none held" for s in schedule]
-        lines.append("  schedule     " + " -> ".join(steps))
+        lines.append("  schedule     " + _schedule_text(schedule))
     equations = data.get("equations") or []
     chosen = next((i for i, eq in enumerate(equations) if eq.get("chosen")), 0)
     # The entries around the law: the simpler ones it was preferred to and the next more complex.
@@ -473,6 +519,11 @@ def format_summary(data: dict[str, Any]) -> str:
     if data.get("stopped") == "interrupted":
         lines.append("  (interrupted: this is the best expression so far; continue with --resume)")
     return "\n".join(lines)
+
+
+def _schedule_text(schedule: list[list[str]], arrow: str = " -> ") -> str:
+    """A schedule as the summary states it: the held variables of each round."""
+    return arrow.join(("held " + ", ".join(s)) if s else "none held" for s in schedule)
 
 
 def _noise_text(noise: Any, unit: str) -> str:

@@ -25,7 +25,8 @@ def test_a_run_saves_result_summary_experiment_and_journal(write_experiment, tmp
     report = run(write_experiment())
     out = tmp_path / "runs" / "tiny"
     assert report.output == out
-    assert {p.name for p in out.iterdir()} == {"journal.jsonl", "result.json", "summary.txt", "experiment.yaml"}
+    assert {p.name for p in out.iterdir()} == {"journal.jsonl", "result.json", "summary.txt", "experiment.yaml",
+                                               "history.jsonl", "test_points.csv"}
     data = json.loads((out / "result.json").read_text())
     assert data == report.result_json
     for key in REQUIRED_KEYS:
@@ -225,7 +226,8 @@ def test_results_follow_the_umask_like_the_journal(write_experiment, tmp_path, u
     finally:
         os.umask(old)
     modes = {p.name: p.stat().st_mode & 0o777 for p in report.output.iterdir()}
-    assert modes == dict.fromkeys(["journal.jsonl", "result.json", "summary.txt", "experiment.yaml"], 0o666 & ~umask)
+    names = ["journal.jsonl", "result.json", "summary.txt", "experiment.yaml", "history.jsonl", "test_points.csv"]
+    assert modes == dict.fromkeys(names, 0o666 & ~umask)
 
 
 def test_write_atomic_replaces_whole_files_and_leaves_no_temporary(tmp_path):

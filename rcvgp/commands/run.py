@@ -2,7 +2,7 @@
 
 Both run an experiment through :func:`rcvgp.runner.run_experiment`: progress lines on stderr
 (unless ``--quiet``), then a readable summary on stdout, or with ``--json`` exactly one JSON
-object (the content of ``result.json``). Results go to the output folder with the journal of
+object (the content of ``result.json``); ``--report`` also writes ``report.html``. Results go to the output folder with the journal of
 every measurement; ``--resume`` continues an interrupted run from that journal. A bad file or
 flag is one line on stderr and exit status 2; Ctrl-C saves the best expression so far and exits
 with 130.
@@ -64,7 +64,8 @@ def register(subparsers: Any) -> None:
         "run",
         help="run an experiment file (YAML): discover the law behind an oracle",
         description="Run the experiment described by a YAML file and save its results "
-        "(result.json, summary.txt, and journal.jsonl with every measurement) in its output folder.",
+        "(result.json, summary.txt, history.jsonl, test_points.csv, and journal.jsonl with every measurement) "
+        "in its output folder.",
         epilog=_EPILOG_RUN,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -107,6 +108,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print exactly one JSON object (the result) on stdout instead of the summary")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--report", action="store_true",
+                        help='also write report.html, a page of pictures of the run, into its output folder '
+                        '(needs matplotlib: pip install "rcvgp[plot]")')
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -188,4 +192,8 @@ def _run(config: Any, args: argparse.Namespace) -> int:
     else:
         print(format_summary(report.result_json))
     sys.stdout.flush()
+    if args.report:
+        from rcvgp.commands.report import write_run_report
+
+        write_run_report(report.output, quiet=args.quiet)
     return int(ExitCode.INTERRUPTED if report.interrupted else ExitCode.OK)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rcvgp.search.base import METHODS, OPTIMIZERS, Candidate, Progress, ProgressCallback, SearchConfig, SearchResult
+from rcvgp.search.base import (
+    METHODS, OPTIMIZERS, Candidate, Progress, ProgressCallback, ScheduleStats, SearchConfig, SearchResult, TestPoints,
+)
 
 if TYPE_CHECKING:
     from rcvgp.search.racing import run_search
@@ -28,7 +30,9 @@ __all__ = [
     "Candidate",
     "Progress",
     "ProgressCallback",
+    "ScheduleStats",
     "SearchConfig",
     "SearchResult",
+    "TestPoints",
     "run_search",
 ]

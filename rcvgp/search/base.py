@@ -19,8 +19,8 @@ from rcvgp.errors import ConfigError
 from rcvgp.noisefloor import NoiseModel
 
 __all__ = [
-    "METHODS", "OPTIMIZERS", "SELECTIONS", "SearchConfig", "Progress", "Candidate", "SearchResult", "ProgressCallback",
-    "rounds_not_run",
+    "METHODS", "OPTIMIZERS", "SELECTIONS", "SearchConfig", "Progress", "ScheduleStats", "Candidate", "SearchResult",
+    "ProgressCallback", "TestPoints", "rounds_not_run",
 ]
 
 #: The searches, by the names experiment files and the CLI use.
@@ -130,6 +130,16 @@ def rounds_not_run(started: int, planned: int) -> list[int]:
 
 
 @dataclass(frozen=True)
+class ScheduleStats:
+    """The part of a population that came by one schedule, after a generation: the race as it
+    stands."""
+
+    schedule: tuple[tuple[str, ...], ...]  # the held variables of each round so far, by name
+    population: int  # expressions of the population with this schedule
+    best_loss: float  # the lowest training NMSE among them (mean over trials)
+
+
+@dataclass(frozen=True)
 class Progress:
     """A report the search makes as it goes (after each generation)."""
 
@@ -142,6 +152,9 @@ class Progress:
     requests: int
     elapsed: float
     message: str = ""  # a note to show with this report, e.g. why the search stops
+    #: the population by schedule after this generation, in the order of their held sets
+    #: (empty on a report that carries a message)
+    schedules: tuple[ScheduleStats, ...] = ()
 
 
 #: Called with each Progress; returning True asks the search to stop with the best so far.
@@ -197,6 +210,25 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class TestPoints:
+    """The fresh test points the law was scored on, in the oracle's units.
+
+    Attributes
+    ----------
+    X : ndarray of shape (n_test, n_vars)
+        The set points reached.
+    y : ndarray of shape (n_test,)
+        The readings (NaN where one failed).
+    predicted : ndarray of shape (n_test,)
+        The law's value at ``X``.
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    predicted: np.ndarray
+
+
+@dataclass(frozen=True)
 class SearchResult:
     """What a search returns: the law, chosen from the Pareto front and made readable, scored
     once on fresh test data; the front itself, simplest first."""
@@ -214,9 +246,8 @@ class SearchResult:
     config: SearchConfig = field(default_factory=SearchConfig)
     noise: NoiseModel = field(default_factory=NoiseModel)  # in y's units
     rounds: tuple[int, int] = (0, 0)  # rounds started (the last may have been cut short), planned
-    # The test points (oracle units) and their readings, for whoever judges the law on them
-    # (a bench, a report); not in to_dict: result.json stays small.
-    test_data: tuple[np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)
+    #: the points ``test_metrics`` were computed on (not in :meth:`to_dict`: arrays, for the report)
+    test_points: TestPoints | None = field(default=None, compare=False, repr=False)
     variables: tuple[str, ...] = ()  # the oracle's variable names: the columns of X, in order
 
     @property

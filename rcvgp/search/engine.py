@@ -26,7 +26,9 @@ from rcvgp.metrics import domain_symbol, regression_metrics, round_floats
 from rcvgp.noisefloor import NoiseModel, consistent, estimate_noise, not_worse
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, Variable, check_reply, design_points, design_trials
-from rcvgp.search.base import Candidate, Progress, ProgressCallback, SearchConfig, SearchResult, rounds_not_run
+from rcvgp.search.base import (
+    Candidate, Progress, ProgressCallback, ScheduleStats, SearchConfig, SearchResult, TestPoints, rounds_not_run,
+)
 from rcvgp.search.choice import (
     Fitted, best_of, choose, drop_negligible_terms, expanded, front_of, pareto_front, predict, snap_constants, tidy,
 )
@@ -489,11 +491,23 @@ class Run:
         if self.progress is not None:
             stop = self.progress(
                 Progress(self.method, self.round, self.n_rounds, generation, self.best_seen,
-                         self.lab.points, self.lab.requests, elapsed)
+                         self.lab.points, self.lab.requests, elapsed, schedules=self.race(pop))
             )
             if stop:
                 raise StopSearch("interrupted")
         self.check_time()
+
+    def race(self, pop: Sequence[Individual]) -> tuple[ScheduleStats, ...]:
+        """The population by schedule: how many expressions each holds and its best loss."""
+        groups: dict[tuple[frozenset[int], ...], list[float]] = {}
+        for ind in pop:
+            groups.setdefault(ind.schedule, []).append(ind.fitness)
+        names = [v.name for v in self.spec.variables]
+        out = [
+            ScheduleStats(tuple(tuple(names[i] for i in sorted(held)) for held in schedule), len(losses), min(losses))
+            for schedule, losses in groups.items()
+        ]
+        return tuple(sorted(out, key=lambda s: s.schedule))
 
     def check_time(self) -> None:
         """End the run once the wall-time budget is spent (checked after every fit). Time only
@@ -678,8 +692,9 @@ class Run:
         on_val = predict(readable, names, X_val)
         shown = dataclasses.replace(law, prediction=on_val, nmse_validation=float(val.losses(on_val[None])[0]),
                                     loss=float(fit_data.losses(predict(readable, names, X_fit)[None])[0]))
-        X_test, y_test = test.X[0] * lab.x_scale, test.y[0]
-        test_metrics = regression_metrics(y_test, predict(readable, names, X_test))
+        X_test = test.X[0] * lab.x_scale
+        on_test = predict(readable, names, X_test)
+        test_metrics = regression_metrics(test.y[0], on_test)
         equations = tuple(
             self.candidate(f, expanded(self.in_units(f.expr.to_sympy(f.constants, names))), names, chosen=i == index)
             for i, f in enumerate(front)
@@ -698,7 +713,7 @@ class Run:
             config=cfg,
             noise=lab.noise,
             rounds=(self.round, self.n_rounds),
-            test_data=(X_test, y_test),
+            test_points=TestPoints(X_test, test.y[0].copy(), np.asarray(on_test, dtype=float)),
             variables=tuple(v.name for v in self.spec.variables),
         )
 

@@ -1,0 +1,260 @@
+"""A run's history (``history.jsonl``), its test points (``test_points.csv``) and its page of
+pictures (``rcvgp report``, ``rcvgp run --report``): the page parses, every image in it decodes
+and is not blank, and without matplotlib the command says how to get it and exits 2."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import shutil
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from conftest import TINY_EXPERIMENT
+
+from rcvgp.cli import main
+from rcvgp.config import load_experiment
+from rcvgp.metrics import regression_metrics
+from rcvgp.runner import HISTORY_FIELDS, HISTORY_NAME, TEST_POINTS_NAME, run_experiment
+
+pytest.importorskip("matplotlib")
+Image = pytest.importorskip("PIL.Image")  # matplotlib needs Pillow: it is there when matplotlib is
+
+from rcvgp.report import PLOT_EXTRA_HINT, REPORT_NAME, _latex_lines, _math_block, write_report  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """The tiny experiment run once, with every progress report it made: (report, reports)."""
+    folder = tmp_path_factory.mktemp("run")
+    path = folder / "exp.yaml"
+    path.write_text(yaml.safe_dump(TINY_EXPERIMENT, sort_keys=False))
+    seen = []
+
+    def progress(p):
+        lines = (folder / "runs" / "tiny" / HISTORY_NAME).read_text().splitlines()
+        seen.append((p, len(lines)))
+
+    report = run_experiment(load_experiment(path), progress=progress, notes=None, handle_signals=False)
+    return report, seen
+
+
+def history(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / HISTORY_NAME).read_text().splitlines()]
+
+
+# -- history.jsonl --------------------------------------------------------------------------------
+
+
+def test_the_history_has_one_line_per_generation_with_the_documented_fields(finished):
+    report, seen = finished
+    lines = history(report.output)
+    generations = [p for p, _ in seen if not p.message]
+    assert len(lines) == len(generations) > 0
+    for line, p in zip(lines, generations):
+        assert tuple(line) == HISTORY_FIELDS
+        assert (line["round"], line["generation"], line["points"], line["requests"]) == (
+            p.round, p.generation, p.points, p.requests)
+        assert line["n_rounds"] == 2 and line["best_nmse"] == p.best_nmse
+        assert line["schedules"] and all(set(s) == {"schedule", "population", "best_loss"} for s in line["schedules"])
+        # every schedule holds one set of variables per round so far, the population is all there
+        assert all(len(s["schedule"]) == line["round"] for s in line["schedules"])
+        assert sum(s["population"] for s in line["schedules"]) >= TINY_EXPERIMENT["search"]["population"]
+    # generations count from 1 in each round; points, requests and time only grow
+    for a, b in zip(lines, lines[1:]):
+        assert b["generation"] == (a["generation"] + 1 if b["round"] == a["round"] else 1)
+        assert b["points"] >= a["points"] and b["requests"] >= a["requests"] and b["seconds"] >= a["seconds"]
+    assert lines[-1]["points"] <= report.result_json["points_measured"]
+
+
+def test_each_line_is_on_disk_before_the_search_goes_on(finished):
+    _, seen = finished
+    generations = 0
+    for p, lines_on_disk in seen:
+        generations += not p.message
+        assert lines_on_disk == generations
+
+
+def test_the_law_s_schedule_ran_in_the_race(finished):
+    report, _ = finished
+    last_round = [line for line in history(report.output) if line["round"] == line["n_rounds"]]
+    raced = {json.dumps(s["schedule"]) for line in last_round for s in line["schedules"]}
+    assert json.dumps(report.result_json["schedule"]) in raced
+
+
+def test_a_resumed_run_writes_its_history_afresh(finished, tmp_path):
+    report, _ = finished
+    copy = tmp_path / "tiny"
+    shutil.copytree(report.output, copy)
+    config = load_experiment(copy / "experiment.yaml", overrides={"output": str(copy)})
+    again = run_experiment(config, resume=True, notes=None, handle_signals=False)
+    assert again.journal.live_points == 0
+    keys = ("round", "generation", "schedules", "points", "requests")
+    before, after = history(report.output), history(copy)
+    assert [{k: line[k] for k in keys} for line in after] == [{k: line[k] for k in keys} for line in before]
+
+
+# -- test_points.csv ------------------------------------------------------------------------------
+
+
+def test_the_test_points_are_those_the_law_was_scored_on(finished):
+    report, _ = finished
+    lines = (report.output / TEST_POINTS_NAME).read_text().splitlines()
+    assert lines[0] == "x0,x1,measured,predicted"
+    table = np.array([[float(v) for v in line.split(",")] for line in lines[1:]])
+    assert table.shape == (TINY_EXPERIMENT["search"]["n_test"], 4)
+    assert regression_metrics(table[:, 2], table[:, 3])["nmse"] == report.result_json["nmse_test"]
+    low, high = 0.1, 10
+    assert np.all((table[:, :2] >= low) & (table[:, :2] <= high))
+
+
+# -- the page -------------------------------------------------------------------------------------
+
+
+class _Page(HTMLParser):
+    """Collects the tags of a page and the attributes of its images; fails on unbalanced sections."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.images: list[dict[str, str | None]] = []
+        self.tags: list[str] = []
+        self.open: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag == "img":
+            self.images.append(dict(attrs))
+        elif tag not in ("meta", "br"):
+            self.open.append(tag)
+
+    def handle_endtag(self, tag):
+        assert self.open and self.open[-1] == tag, f"</{tag}> closes <{self.open[-1] if self.open else None}>"
+        self.open.pop()
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def parse(page: str) -> _Page:
+    parser = _Page()
+    parser.feed(page)
+    parser.close()
+    assert parser.open == []
+    return parser
+
+
+def decoded(img: dict[str, str | None]) -> np.ndarray:
+    src = img["src"] or ""
+    prefix = "data:image/png;base64,"
+    assert src.startswith(prefix)
+    image = Image.open(io.BytesIO(base64.b64decode(src[len(prefix):], validate=True)))
+    image.load()
+    assert image.format == "PNG"
+    pixels = np.asarray(image.convert("RGB"), dtype=float)
+    # shown at half its pixel size, for fine screens
+    assert (int(img["width"] or 0), int(img["height"] or 0)) == (round(image.width / 2), round(image.height / 2))
+    return pixels
+
+
+def test_the_report_parses_and_every_image_decodes_and_is_not_blank(finished, tmp_path, capsys):
+    report, _ = finished
+    run_dir = tmp_path / "tiny"
+    shutil.copytree(report.output, run_dir)
+    with open(run_dir / HISTORY_NAME, "a") as fh:  # a run killed mid-line: the torn line is left out
+        fh.write('{"round": 2, "gener')
+    assert main(["report", str(run_dir)]) == 0
+    assert capsys.readouterr().out.strip() == str(run_dir / REPORT_NAME)
+    page = (run_dir / REPORT_NAME).read_text(encoding="utf-8")
+    parsed = parse(page)
+    assert parsed.tags[0] == "html" and "title" in parsed.tags
+    # the law and the truth as mathematics, then five figures with captions
+    assert len(parsed.images) == 7 and parsed.tags.count("figcaption") == 5
+    for img in parsed.images:
+        pixels = decoded(img)
+        assert pixels.var() > 0, img["alt"]
+        assert img["alt"]
+    text = " ".join(parsed.text)
+    for words in ("The law found", "The Pareto front", "The race", "Predicted against measured",
+                  "Residuals against each variable", "Points measured over time", report.result_json["expression"],
+                  "Test NMSE", "Schedule of the law", "held x1 \u2192 none held", "Noise"):
+        assert words in text, words
+    assert "http://" not in page and "https://" not in page  # opens with no network
+
+
+@pytest.mark.parametrize("history_file", ["missing", "empty"])
+def test_a_folder_without_history_or_test_points_still_gets_a_page_that_says_so(finished, tmp_path, history_file):
+    report, _ = finished
+    run_dir = tmp_path / "old"
+    shutil.copytree(report.output, run_dir)
+    if history_file == "missing":  # a run made before runs kept their history
+        (run_dir / HISTORY_NAME).unlink()
+    else:  # a run stopped before its first generation ended
+        (run_dir / HISTORY_NAME).write_text("")
+    (run_dir / TEST_POINTS_NAME).unlink()
+    parsed = parse(write_report(run_dir).read_text(encoding="utf-8"))
+    assert len(parsed.images) == 3  # the law, the truth, the front
+    text = " ".join(parsed.text)
+    assert f"no usable {TEST_POINTS_NAME}" in text
+    assert (f"no {HISTORY_NAME}" if history_file == "missing" else "no race to draw") in text
+    assert "Points measured over time" not in text
+
+
+def test_a_long_law_is_set_on_lines_that_break_only_between_terms():
+    latex = r" + ".join([r"0.123456 x_{0} \sin{\left(x_{1} + x_{2} - 3 \right)}"] * 6) + r" - \frac{x_{0} - 1}{x_{2}}"
+    lines = _latex_lines(latex)
+    assert len(lines) > 1
+    assert all(line.startswith(r"\quad + ") or line.startswith(r"\quad - ") for line in lines[1:])
+    assert " ".join(line.removeprefix(r"\quad ") for line in lines) == latex
+    assert _latex_lines(r"x_{0} x_{1}") == [r"x_{0} x_{1}"]
+
+
+def test_a_law_mathtext_cannot_set_is_shown_as_text():
+    assert _math_block(r"\frac{x_{0}", "x0/(", "the law", 20) == "<pre class='math-text'>x0/(</pre>"
+    assert _math_block(r"x_{0}", "x0", "the law", 20).startswith("<img class='math'")
+
+
+# -- the commands ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", ["missing", "empty"])
+def test_rcvgp_report_of_a_folder_that_is_no_run_exits_2_in_one_line(make, tmp_path, capsys):
+    run_dir = tmp_path / "nothing"
+    if make == "empty":
+        run_dir.mkdir()
+    assert main(["report", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"rcvgp: error: {run_dir}: no ")
+    assert not (run_dir / REPORT_NAME).exists()
+
+
+def test_rcvgp_report_without_matplotlib_says_how_to_get_it_and_exits_2(finished, tmp_path, capsys, monkeypatch):
+    report, _ = finished
+    run_dir = tmp_path / "tiny"
+    shutil.copytree(report.output, run_dir)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what `import matplotlib` meets when it is not installed
+    assert main(["report", str(run_dir)]) == 2
+    assert capsys.readouterr().err == f"rcvgp: {PLOT_EXTRA_HINT}\n"
+    assert 'pip install "rcvgp[plot]"' in PLOT_EXTRA_HINT
+    assert not (run_dir / REPORT_NAME).exists()
+
+
+def test_run_with_report_writes_the_page(write_experiment, tmp_path, capsys):
+    assert main(["run", str(write_experiment()), "--report", "--quiet"]) == 0
+    assert (tmp_path / "runs" / "tiny" / REPORT_NAME).exists()
+    assert "report" not in capsys.readouterr().err  # --quiet
+
+
+def test_run_with_report_without_matplotlib_finishes_the_run_and_says_the_page_was_not_written(
+        write_experiment, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert main(["run", str(write_experiment()), "--report", "--quiet"]) == 0
+    out = tmp_path / "runs" / "tiny"
+    assert (out / "result.json").exists() and not (out / REPORT_NAME).exists()
+    err = capsys.readouterr().err
+    assert err == f"rcvgp: the report was not written: {PLOT_EXTRA_HINT}; then `rcvgp report {out}`\n"
