@@ -25,9 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rcvgp.errors import ConfigError, MissingExtra
+from rcvgp.errors import MissingExtra
+from rcvgp.journal import column_label
 from rcvgp.runner import (
-    HISTORY_NAME, RESULT_NAME, TEST_POINTS_NAME, _noise_text, _num, _schedule_text, write_atomic,
+    HISTORY_NAME, RESULT_NAME, TEST_POINTS_NAME, _noise_text, _num, _schedule_text, _variables_text, read_result,
+    write_atomic,
 )
 
 if TYPE_CHECKING:
@@ -88,7 +90,7 @@ def render_report(run_dir: str | Path) -> str:
     """The report of the run in ``run_dir`` as one self-contained HTML page (see :func:`write_report`)."""
     _need_matplotlib()
     run_dir = Path(run_dir)
-    data = _read_result(run_dir)
+    data = read_result(run_dir)
     history = _read_history(run_dir / HISTORY_NAME)
     points = _read_test_points(run_dir / TEST_POINTS_NAME)
     return _page(run_dir, data, history, points)
@@ -102,24 +104,6 @@ def _need_matplotlib() -> None:
         import matplotlib  # noqa: F401
     except ImportError:
         raise MissingExtra(PLOT_EXTRA_HINT) from None
-
-
-def _read_result(run_dir: Path) -> dict[str, Any]:
-    if not run_dir.is_dir():
-        raise ConfigError(f"{run_dir}: no such folder; give the output folder of a run (it holds {RESULT_NAME})")
-    path = run_dir / RESULT_NAME
-    if not path.exists():
-        raise ConfigError(
-            f"{run_dir}: no {RESULT_NAME}: not the folder of a finished run (a run writes it when it ends, "
-            "even when stopped with Ctrl-C; a killed one continues with `rcvgp run ... --resume`)"
-        )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot be read as JSON: {exc}") from None
-    if not isinstance(data, dict) or "expression" not in data:
-        raise ConfigError(f"{path}: not an rcvgp result (no `expression`)")
-    return data
 
 
 def _read_history(path: Path) -> list[dict[str, Any]]:
@@ -301,6 +285,8 @@ def _numbers(data: dict[str, Any], unit: str) -> str:
     cards.append(("Wall time", f"{_num(data.get('wall_seconds'), '.1f')} s",
                   f"rounds run: {data.get('rounds_run')}" if data.get("rounds_run") is not None else ""))
     wide = []
+    if data.get("variables"):
+        wide.append(("Variables", _variables_text(data), ""))
     schedule = data.get("schedule") or []
     if schedule:
         wide.append(("Schedule of the law", _schedule_text(schedule, " \u2192 "), ""))
@@ -721,7 +707,7 @@ def _residual_figure(points: _TestPoints, data: dict[str, Any], unit: str) -> Fi
             ax.scatter(x, residual, s=12, color="#3e7cb1", alpha=0.8, edgecolor="none", zorder=3)
             if _spread_on_log(x):
                 ax.set_xscale("log")
-            ax.set_xlabel(name)
+            ax.set_xlabel(column_label(name, str((data.get("units") or {}).get(name) or "")))
             if j % cols == 0:
                 ax.set_ylabel(f"measured \u2212 predicted{f' [{unit}]' if unit else ''}")
         for ax in axes[n:]:

@@ -59,6 +59,7 @@ __all__ = [
     "HISTORY_FIELDS",
     "TEST_POINTS_NAME",
     "RunReport",
+    "read_result",
     "ProgressPrinter",
     "build_oracle",
     "run_experiment",
@@ -182,6 +183,26 @@ def load_run(run_dir: str | Path) -> RunReport:
         measurements can still be exported), or a file in it is damaged.
     """
     folder = Path(run_dir)
+    data = read_result(folder)
+    try:
+        result = SearchResult.from_dict(data)
+    except ConfigError as exc:
+        raise RunFolderError(f"{_shown(folder / RESULT_NAME)}: {exc}") from None
+    from rcvgp.config import load_experiment
+
+    try:
+        config = load_experiment(folder / EXPERIMENT_NAME)
+    except ConfigError as exc:
+        raise RunFolderError(str(exc)) from None
+    counts: dict[str, Any] = data["journal"] if isinstance(data.get("journal"), dict) else {}
+    journal = JournalStats(**{k: int(counts.get(k) or 0) for k in JournalStats.__dataclass_fields__})
+    return RunReport(config=config, result=result, result_json=data, output=folder, journal=journal)
+
+
+def read_result(run_dir: str | Path) -> dict[str, Any]:
+    """The content of a run folder's ``result.json``, or a :class:`RunFolderError` that says
+    what the folder is instead (none, an unfinished run, a damaged file)."""
+    folder = Path(run_dir)
     if not folder.is_dir():
         what = "not a folder" if folder.exists() else "no such folder"
         raise RunFolderError(f"{run_dir}: {what}; give a run's output folder (the `output` of its experiment)")
@@ -198,21 +219,9 @@ def load_run(run_dir: str | Path) -> RunReport:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise RunFolderError(f"{_shown(path)}: not readable as JSON ({exc}); the run's other files, and "
                              f"`rcvgp export {run_dir}`, may still serve") from None
-    if not isinstance(data, dict):
-        raise RunFolderError(f"{_shown(path)}: expected a JSON object, got {type(data).__name__}")
-    try:
-        result = SearchResult.from_dict(data)
-    except ConfigError as exc:
-        raise RunFolderError(f"{_shown(path)}: {exc}") from None
-    from rcvgp.config import load_experiment
-
-    try:
-        config = load_experiment(folder / EXPERIMENT_NAME)
-    except ConfigError as exc:
-        raise RunFolderError(str(exc)) from None
-    counts: dict[str, Any] = data["journal"] if isinstance(data.get("journal"), dict) else {}
-    journal = JournalStats(**{k: int(counts.get(k) or 0) for k in JournalStats.__dataclass_fields__})
-    return RunReport(config=config, result=result, result_json=data, output=folder, journal=journal)
+    if not isinstance(data, dict) or "expression" not in data:
+        raise RunFolderError(f"{_shown(path)}: not an rcvgp result (a JSON object with `expression`)")
+    return data
 
 
 def build_oracle(config: ExperimentConfig, notes: TextIO | None = None) -> DataOracle:
@@ -473,12 +482,8 @@ def format_summary(data: dict[str, Any]) -> str:
     if data.get("truth") is not None:
         exact = {True: "yes", False: "no"}.get(data.get("exact"), "unknown")  # type: ignore[arg-type]
         lines.append(f"  true law     {data['truth']}   (recovered exactly: {exact})")
-    variables = data.get("variables") or []
-    if variables:
-        units = data.get("units") or {}
-        inputs = ", ".join(column_label(str(name), str(units.get(name) or "")) for name in variables)
-        measured = column_label(str(data.get("output_name") or "y"), str(data.get("output_unit") or ""))
-        lines.append(f"  variables    {inputs} -> {measured}")
+    if data.get("variables"):
+        lines.append(f"  variables    {_variables_text(data)}")
     m = data.get("test_metrics") or {}
     lines.append(
         f"  test data    NMSE {_num(m.get('nmse'))}   R^2 {_num(m.get('r2'), '.6f')}   RMSE {_num(m.get('rmse'))}"
@@ -524,6 +529,13 @@ def format_summary(data: dict[str, Any]) -> str:
 def _schedule_text(schedule: list[list[str]], arrow: str = " -> ") -> str:
     """A schedule as the summary states it: the held variables of each round."""
     return arrow.join(("held " + ", ".join(s)) if s else "none held" for s in schedule)
+
+
+def _variables_text(data: dict[str, Any]) -> str:
+    """The variables with their units, and the measured quantity: ``L [m], theta0 [rad] -> T [s]``."""
+    units = data.get("units") or {}
+    inputs = ", ".join(column_label(str(name), str(units.get(name) or "")) for name in data.get("variables") or [])
+    return f"{inputs} -> {column_label(str(data.get('output_name') or 'y'), str(data.get('output_unit') or ''))}"
 
 
 def _noise_text(noise: Any, unit: str) -> str:

@@ -22,8 +22,8 @@ from rcvgp.config import load_experiment
 from rcvgp.metrics import regression_metrics
 from rcvgp.runner import HISTORY_FIELDS, HISTORY_NAME, TEST_POINTS_NAME, run_experiment
 
-pytest.importorskip("matplotlib")
-Image = pytest.importorskip("PIL.Image")  # matplotlib needs Pillow: it is there when matplotlib is
+import matplotlib  # noqa: F401,E402  (a test dependency: the report is tested, never skipped)
+from PIL import Image  # noqa: E402  (matplotlib needs Pillow: it is there when matplotlib is)
 
 from rcvgp.report import PLOT_EXTRA_HINT, REPORT_NAME, _latex_lines, _math_block, write_report  # noqa: E402
 
@@ -185,6 +185,17 @@ def test_the_report_parses_and_every_image_decodes_and_is_not_blank(finished, tm
                   "Test NMSE", "Schedule of the law", "held x1 \u2192 none held", "Noise"):
         assert words in text, words
     assert "http://" not in page and "https://" not in page  # opens with no network
+
+
+def test_the_units_a_run_declares_are_on_the_page(finished, tmp_path):
+    report, _ = finished
+    run_dir = tmp_path / "units"
+    shutil.copytree(report.output, run_dir)
+    data = json.loads((run_dir / "result.json").read_text())
+    data["units"], data["output_name"], data["output_unit"] = {data["variables"][0]: "m"}, "T", "s"
+    (run_dir / "result.json").write_text(json.dumps(data))
+    text = " ".join(parse(write_report(run_dir).read_text(encoding="utf-8")).text)
+    assert f"{data['variables'][0]} [m]" in text and "-> T [s]" in text
 
 
 @pytest.mark.parametrize("history_file", ["missing", "empty"])
