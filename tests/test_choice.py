@@ -74,6 +74,9 @@ def test_simple_values_go_from_zero_to_the_whole_number_and_quarters_of_the_valu
     assert simple_values(4.99997e-7) == [0, sympy.Float(5e-7)] and simple_values(4.99997) == [0, 5]
     assert simple_values(6098.0) == [0, 6000] and simple_values(2.26e-6) == [0, sympy.Float(2e-6), sympy.Float(2.5e-6)]
     assert simple_values(float("nan")) == [0] and simple_values(0.0) == [0]
+    # a million or more reads as a float: 7.25e+22, not 72500000000000000000000
+    assert simple_values(7.2499e22) == [0, sympy.Float(7e22), sympy.Float(7.25e22)]
+    assert str(simple_values(7.2499e22)[-1] * sympy.Symbol("x")) == "7.25e+22*x"
 
 
 def test_snapping_replaces_constants_within_noise_and_keeps_the_rest() -> None:

@@ -115,6 +115,9 @@ def best_of(front: Sequence[Fitted]) -> int:
     return min(range(len(front)), key=lambda i: front[i].nmse_validation)
 
 
+_WHOLE_LIMIT = 10**6  # from here on, a simple number is written as a float: 7.25e+22
+
+
 def simple_values(value: float, max_denominator: int = MAX_DENOMINATOR) -> list[sympy.Number]:
     """The simple numbers ``value`` might be, simplest first: 0, then, in its decade
     (``value = m * 10**k``, 1 <= |m| < 10), the nearest ``m`` of each denominator up to
@@ -123,7 +126,8 @@ def simple_values(value: float, max_denominator: int = MAX_DENOMINATOR) -> list[
     same in any units: 5.00003e-7 snaps to 5e-7 as 5.00003 snaps to 5.
 
     A whole number or a fraction is exact (a sympy Rational), a decimal a Float, which reads as
-    a scientist writes it."""
+    a scientist writes it; so is a number of a million or more (7.25e+22, not 725 followed by
+    twenty zeros)."""
     out: list[sympy.Number] = [sympy.Integer(0)]
     if not (math.isfinite(value) and value != 0):
         return out
@@ -135,8 +139,10 @@ def simple_values(value: float, max_denominator: int = MAX_DENOMINATOR) -> list[
         if near in seen or near == 0:
             continue
         seen.add(near)
-        if near.denominator <= max_denominator:
+        if near.denominator <= max_denominator and abs(near) < _WHOLE_LIMIT:
             out.append(sympy.Rational(near.numerator, near.denominator))
+        elif abs(near) >= _WHOLE_LIMIT and (4 * mantissa).denominator == 1:  # 7.25e+22, not 7.3333e+22
+            out.append(sympy.Float(float(near)))
         elif (2 * mantissa).denominator == 1:
             out.append(sympy.Float(float(near)))
     return out
