@@ -219,8 +219,10 @@ def read_result(run_dir: str | Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise RunFolderError(f"{_shown(path)}: not readable as JSON ({exc}); the run's other files, and "
                              f"`rcvgp export {run_dir}`, may still serve") from None
-    if not isinstance(data, dict) or "expression" not in data:
-        raise RunFolderError(f"{_shown(path)}: not an rcvgp result (a JSON object with `expression`)")
+    if not isinstance(data, dict):
+        raise RunFolderError(f"{_shown(path)}: expected a JSON object, got {type(data).__name__}")
+    if "expression" not in data:
+        raise RunFolderError(f"{_shown(path)}: not an rcvgp result (no `expression`)")
     return data
 
 
