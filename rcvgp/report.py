@@ -497,9 +497,15 @@ def _floored(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, float]:
     return v, low, floor
 
 
-def _zero_tick(ax: Axes, floor: float) -> None:
-    """Label the floor of a log axis ``0``, where :func:`_floored` drew the zeros."""
+def _log_axis(ax: Axes, values: np.ndarray, zero: np.ndarray, floor: float) -> None:
+    """A log y axis; where some values were 0 (drawn at ``floor`` by :func:`_floored`), the
+    floor is labelled ``0``."""
     from matplotlib.ticker import FixedLocator, LogLocator
+
+    ax.set_yscale("log")
+    if not zero.any():
+        return
+    ax.set_ylim(floor / 3, np.nanmax(values) * 3)
 
     ticks = [t for t in LogLocator(numticks=8).tick_values(floor * 1000, ax.get_ylim()[1]) if t >= floor * 1000]
     ax.yaxis.set_major_locator(FixedLocator([floor, *ticks]))
@@ -526,10 +532,7 @@ def _front_figure(equations: list[dict[str, Any]]) -> Figure:
             ax.scatter([x[i]], [y[i]], s=260, marker="*", color=_ACCENT, edgecolor="white", lw=0.8, zorder=3)
             ax.annotate(f"the law: {_num(equations[i].get('nmse_validation'))}", (x[i], y[i]),
                         xytext=(10, 8), textcoords="offset points", color=_ACCENT, fontsize=9)
-        ax.set_yscale("log")
-        if zero.any():
-            ax.set_ylim(floor / 3, np.nanmax(y) * 3)
-            _zero_tick(ax, floor)
+        _log_axis(ax, y, zero, floor)
         ax.set_xlabel("complexity (nodes)")
         ax.set_ylabel("NMSE on validation points")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -615,10 +618,7 @@ def _race_figure(history: list[dict[str, Any]], names: Sequence[str]) -> Figure:
             bottom.plot(steps, series, color=colors[p], lw=1.8 if p in named else 0.9, zorder=3 if p in named else 2)
             if lone.any():  # a schedule alive for one generation only: a dot, not an invisible line
                 bottom.scatter(steps[lone], series[lone], s=12, color=[colors[p]], zorder=3)
-        bottom.set_yscale("log")
-        if zero.any():
-            bottom.set_ylim(floor / 3, np.nanmax(values) * 3)
-            _zero_tick(bottom, floor)
+        _log_axis(bottom, values, zero, floor)
         bottom.set_ylabel("best loss (NMSE)")
         bottom.set_xlabel("generation, all rounds")
         bottom.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -666,10 +666,18 @@ class Run:
         X_fit, y_fit = fit_data.X[0] * lab.x_scale, fit_data.y[0]
         best = front[best_of(front)]  # snapping must leave the law as good as this, on all the evidence
         best_on_fit = predict(self.in_units(best.expr.to_sympy(best.constants, names)), names, X_fit)
-        evidence = [(X_val, y_val, best.prediction, noise), (X_fit, y_fit, best_on_fit, lab.noise.variance(y_fit))]
+        var_fit = lab.noise.variance(y_fit)
 
-        def acceptable(e: sympy.Expr) -> bool:
-            return all(not_worse(y, predict(e, names, X), ref, var) for X, y, ref, var in evidence)
+        def acceptable(e: sympy.Expr, restrictions: int | None = None) -> bool:
+            on_fit = predict(e, names, X_fit)
+            if not (not_worse(y_val, predict(e, names, X_val), best.prediction, noise)
+                    and not_worse(y_fit, on_fit, best_on_fit, var_fit)):
+                return False
+            # A snap (``restrictions`` constants set to simple values) is a claim about the law's
+            # constants, so beyond not being worse, the readings the law was fitted to must be
+            # consistent with it: no constant moved by more than a few of its standard errors
+            # (2.86 is not 3 because 3 fits nearly as well).
+            return restrictions is None or consistent(y_fit, on_fit, raw_on_fit, var_fit, restrictions)
 
         # Constants are snapped in the expanded form, where each term has one coefficient (a
         # factored 10*x1*(0.1001*x2 + ...) hides the 1.001 to snap); only those of a law that
@@ -679,11 +687,7 @@ class Run:
         raw_on_fit, n_floats = predict(raw, names, X_fit), len(raw.atoms(sympy.Float))
 
         def snappable(e: sympy.Expr) -> bool:
-            # A snap is a claim about the law's constants, so beyond not being worse, the
-            # readings the law was fitted to must be consistent with it: no constant moved by
-            # more than a few of its standard errors (2.86 is not 3 because 3 fits nearly as well).
-            restrictions = n_floats - len(e.atoms(sympy.Float))
-            return acceptable(e) and consistent(y_fit, predict(e, names, X_fit), raw_on_fit, evidence[1][3], restrictions)
+            return acceptable(e, restrictions=n_floats - len(e.atoms(sympy.Float)))
 
         at_floor = bool(val.losses(law.prediction[None])[0] <= val.floor.level[0])
         readable = tidy(snap_constants(raw, snappable) if at_floor else raw)
