@@ -26,7 +26,7 @@ from rcvgp.evaluate import compile_tree, evaluate, evaluate_with_grad
 from rcvgp.metrics import scaled_moments
 from rcvgp.noisefloor import EXACT_LOSS, Floor, floor_levels
 
-__all__ = ["Trials", "FitResult", "fit_constants", "linear_constants", "BAD_LOSS"]
+__all__ = ["Trials", "FitResult", "fit_constants", "linear_constants", "standard_errors", "BAD_LOSS"]
 
 #: Loss given to a prediction that is NaN or infinite anywhere: it never looks good.
 BAD_LOSS = float("inf")
@@ -218,6 +218,39 @@ def fit_constants(
     consts[:, nonlin] = theta
     consts[:, lin] = linear
     return FitResult(losses, consts, n_evals + problem.n_evals, trials.floor)
+
+
+def standard_errors(tokens: tuple[str, ...], trials: Trials, constants: np.ndarray) -> np.ndarray:
+    """The standard error of each constant of a tree fitted on one trial of noisy readings.
+
+    From the Gauss-Newton covariance ``(J' W J)^-1`` at ``constants`` (n_consts,), with J the
+    tree's derivatives w.r.t. its constants at the measured points and W the inverse noise
+    variance of each reading. A constant the data do not pin (it trades off against others, or
+    the tree does not depend on it there) gets inf; with noiseless readings every error is 0.
+    """
+    consts = np.asarray(constants, dtype=float).ravel()
+    if trials.noise_var is None or not len(consts):
+        return np.zeros(len(consts))
+    mask = trials.mask[0]
+    _, grads = evaluate_with_grad(tuple(tokens), trials.X[0], consts, range(len(consts)))
+    var = trials.noise_var[0][mask]
+    # A reading of zero under purely relative noise has no variance: weigh it as the least noisy others.
+    var = np.maximum(var, 1e-12 * float(var.mean()) or np.finfo(float).tiny)
+    # Columns per relative change of each constant, so that "not pinned" does not depend on
+    # their scales (1e-4 * 2e4 * x0 trades its two constants off whatever their sizes).
+    scale = np.where(consts != 0, np.abs(consts), 1.0)
+    J = np.column_stack([g[mask] for g in grads]) * scale / np.sqrt(var)[:, None]
+    if not np.isfinite(J).all():
+        return np.full(len(consts), np.inf)
+    _, s, vt = np.linalg.svd(J, full_matrices=False)
+    pinned = s > 1e-10 * s.max() if s.size and s.max() > 0 else np.zeros(s.shape, dtype=bool)
+    with np.errstate(divide="ignore"):
+        inverse = np.where(pinned, 1.0 / np.where(pinned, s, 1.0) ** 2, np.inf)
+    # A constant with any weight on a direction the data do not pin is not pinned itself.
+    weights = vt**2
+    loose = (weights[~pinned] > 1e-12).any(axis=0)
+    se = np.sqrt((weights[pinned] * inverse[pinned, None]).sum(axis=0)) * scale
+    return np.where(loose, np.inf, se)
 
 
 class _LeastSquares:

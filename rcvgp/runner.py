@@ -494,6 +494,9 @@ def format_summary(data: dict[str, Any]) -> str:
     noise = _noise_text(data.get("noise"), data.get("output_unit") or "")
     if noise:
         lines.append(f"  noise        {noise}")
+    if data.get("constants_error") is not None:
+        lines.append(f"  constants    to {100 * float(data['constants_error']):.2g}% (the largest relative standard "
+                     f"error the noise leaves)")
     schedule = data.get("schedule") or []
     if schedule:
         lines.append("  schedule     " + _schedule_text(schedule))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rcvgp.constants import FitResult, Trials, fit_constants, linear_constants
+from rcvgp.constants import FitResult, Trials, fit_constants, linear_constants, standard_errors
 from rcvgp.errors import ConfigError
 from rcvgp.evaluate import evaluate
 from rcvgp.oracle import CallableOracle, OracleSpec, Variable
@@ -240,3 +240,34 @@ def test_losses_beyond_the_square_root_of_the_largest_double_still_tell_trees_ap
     np.testing.assert_allclose(right.constants, 1e250, rtol=1e-8)
     small = Trials(X, y / 1e250)
     np.testing.assert_allclose(trials.losses(1.01 * y), small.losses(1.01 * y / 1e250), rtol=1e-9)
+
+
+def test_standard_errors_are_the_spread_of_constants_over_repeated_experiments() -> None:
+    """The Gauss-Newton standard errors agree with the spread of the constants fitted to many
+    noisy data sets (linear and nonlinear constants alike)."""
+    rng = np.random.default_rng(0)
+    tokens = ("add", "mul", "c", "x0", "sin", "mul", "c", "x1")  # c*x0 + sin(c*x1)
+    sd = 0.01
+
+    def experiment() -> Trials:
+        X = rng.uniform(1, 2, (1, 500, 2))
+        y = 1.5 * X[..., 0] + np.sin(0.7 * X[..., 1]) + sd * rng.standard_normal((1, 500))
+        return Trials(X, y, noise_var=np.full(y.shape, sd**2))
+
+    fitted = [fit_constants(tokens, t).constants[0] for t in (experiment() for _ in range(300))]
+    one = experiment()
+    predicted = standard_errors(tokens, one, fit_constants(tokens, one).constants[0])
+    np.testing.assert_allclose(predicted, np.std(fitted, axis=0), rtol=0.15)
+
+
+def test_standard_errors_of_constants_the_data_cannot_separate_are_infinite() -> None:
+    rng = np.random.default_rng(1)
+    X = rng.uniform(1, 2, (1, 100, 1))
+    y = 3 * X[..., 0] + 0.01 * rng.standard_normal((1, 100))
+    noisy = Trials(X, y, noise_var=np.full(y.shape, 1e-4))
+    product = ("mul", "mul", "c", "c", "x0")  # only the product of its constants is pinned, whatever their sizes
+    for consts in ([1.0, 3.0], [1.5e-4, 2e4]):
+        assert np.isinf(standard_errors(product, noisy, np.array(consts))).all()
+    assert np.isfinite(standard_errors(("mul", "c", "x0"), noisy, np.array([3.0]))).all()
+    # noiseless readings pin every constant
+    assert (standard_errors(product, Trials(X, y), np.array([1.0, 3.0])) == 0).all()

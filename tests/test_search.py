@@ -588,24 +588,53 @@ def test_too_few_requests_for_the_replicates_and_one_set_of_trials_is_a_config_e
     assert run_search("racing", oracle3(), TINY.replace(max_requests=1, noise_std=0.0), seed=0).stopped == "budget"
 
 
+def _sloped_plane(std: float) -> CallableOracle:
+    """1.2345 x0 + x1, with Gaussian noise of standard deviation ``std``: a constant to measure."""
+    rng = np.random.default_rng(5)
+    return CallableOracle(lambda X: 1.2345 * X[:, 0] + X[:, 1] + std * rng.standard_normal(len(X)), PLANE)
+
+
 def test_a_noisy_law_gets_its_constants_from_more_points() -> None:
     """Noise limits a constant's precision to about noise / sqrt(points): the final fit measures
     `refit_points` more when readings are noisy, and none when they are not."""
 
-    def oracle(std: float) -> CallableOracle:
-        rng = np.random.default_rng(5)
-        return CallableOracle(lambda X: 1.2345 * X[:, 0] + X[:, 1] + std * rng.standard_normal(len(X)), PLANE)
+    oracle = _sloped_plane
 
     def slope(result: SearchResult) -> float:
         return float(sympy.sympify(result.best.expression).diff("x0"))
 
-    few = run_search("gp", oracle(0.2), PLANE_CONFIG.replace(refit_points=0), seed=0)
-    many = run_search("gp", oracle(0.2), PLANE_CONFIG.replace(refit_points=8192), seed=0)
+    loose = PLANE_CONFIG.replace(precision=1.0)  # no points for precision: only refit_points
+    few = run_search("gp", oracle(0.2), loose.replace(refit_points=0), seed=0)
+    many = run_search("gp", oracle(0.2), loose.replace(refit_points=8192), seed=0)
     assert many.points_measured == few.points_measured + 8192
     assert abs(slope(many) - 1.2345) < 0.002 < abs(slope(few) - 1.2345)
     # a point budget gets what it leaves: the search itself is the same, the refit gets the rest
     budget = few.points_measured + 100
-    budgeted = run_search("gp", oracle(0.2), PLANE_CONFIG.replace(refit_points=8192, max_points=budget), seed=0)
+    budgeted = run_search("gp", oracle(0.2), loose.replace(refit_points=8192, max_points=budget), seed=0)
     assert budgeted.stopped == "completed" and few.points_measured < budgeted.points_measured <= budget
     noiseless = [run_search("gp", oracle(0.0), PLANE_CONFIG.replace(refit_points=n), seed=0) for n in (0, 8192)]
     assert noiseless[0].points_measured == noiseless[1].points_measured
+
+
+def test_the_law_s_constants_are_measured_to_the_precision_asked_for() -> None:
+    """Once the law is chosen, the search measures as many more points as bring its constants'
+    relative standard errors to `precision` (at most `precision_points`), and says how precise
+    they are; with no noise it measures none."""
+
+    def run(std: float, **settings: float) -> SearchResult:
+        return run_search("gp", _sloped_plane(std), PLANE_CONFIG.replace(refit_points=0, **settings), seed=0)
+
+    coarse, fine = run(0.2, precision=1e-2), run(0.2, precision=1e-3)
+    assert coarse.constants_error is not None and fine.constants_error is not None
+    assert 1e-3 < coarse.constants_error <= 1e-2  # precise enough already: nothing more measured
+    assert fine.constants_error <= 1.1e-3
+    # the error falls as one over the square root of the points: about (3.2e-3 / 1e-3)**2 - 1
+    # times the 64 points of the final fit
+    assert fine.points_measured - coarse.points_measured == pytest.approx(
+        64 * ((coarse.constants_error / 1e-3) ** 2 - 1), abs=1)
+    capped = run(0.2, precision=1e-5, precision_points=500)
+    assert capped.points_measured == coarse.points_measured + 500
+    assert fine.constants_error < capped.constants_error < coarse.constants_error  # it says how far short it fell
+    noiseless = run(0.0, precision=1e-5)
+    assert noiseless.constants_error is None and noiseless.points_measured == coarse.points_measured
+    assert SearchResult.from_dict(fine.to_dict()).constants_error == fine.constants_error

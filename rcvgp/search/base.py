@@ -61,6 +61,8 @@ class SearchConfig:
     n_validation: int = 256
     n_test: int = 256
     refit_points: int = 1024  # more points for the final refit when readings are noisy (as the budget allows)
+    precision: float = 1e-3  # noisy readings: the law's constants are measured to this relative standard error,
+    precision_points: int = 32768  # with at most this many more points (as the budget allows)
     noise_std: float | None = None  # std of a reading in y's units; None: estimate from replicates
     selection: str = "parsimonious"  # or "accuracy": how the law is chosen from the front
     max_points: int | None = None
@@ -78,8 +80,14 @@ class SearchConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"search setting `{name}` must be an integer >= 1, got {value!r}")
-        if isinstance(self.refit_points, bool) or not isinstance(self.refit_points, int) or self.refit_points < 0:
-            raise ConfigError(f"search setting `refit_points` must be an integer >= 0, got {self.refit_points!r}")
+        for name in ("refit_points", "precision_points"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"search setting `{name}` must be an integer >= 0, got {value!r}")
+        if isinstance(self.precision, bool) or not isinstance(self.precision, (int, float)) or not (
+                0 < self.precision < math.inf):
+            raise ConfigError(f"search setting `precision` must be a relative standard error > 0, e.g. 1e-3; "
+                              f"got {self.precision!r}")
         for name in ("p_mutate", "p_mate"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
@@ -249,6 +257,9 @@ class SearchResult:
     #: the points ``test_metrics`` were computed on (not in :meth:`to_dict`: arrays, for the report)
     test_points: TestPoints | None = field(default=None, compare=False, repr=False)
     variables: tuple[str, ...] = ()  # the oracle's variable names: the columns of X, in order
+    #: the largest relative standard error of the law's constants as fitted, from the noise (None
+    #: without noise, or when the law has no constant the data tell from zero)
+    constants_error: float | None = None
 
     @property
     def rounds_not_run(self) -> list[int]:
@@ -338,6 +349,7 @@ class SearchResult:
             "rounds_run": self.rounds[0],
             "rounds_not_run": self.rounds_not_run,
             "noise": self.noise.to_dict(),
+            "constants_error": self.constants_error,
             "equations": [c.to_dict() for c in self.equations],
             "config": asdict(self.config),
         }
@@ -383,6 +395,7 @@ class SearchResult:
                 noise=NoiseModel(**noise),
                 rounds=(done, done + len(data.get("rounds_not_run") or ())),
                 variables=names,
+                constants_error=None if data.get("constants_error") is None else float(data["constants_error"]),
             )
         except KeyError as exc:
             raise ConfigError(f"`{exc.args[0]}` is missing") from None

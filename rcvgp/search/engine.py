@@ -18,12 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
-from rcvgp.constants import FitResult, Trials, fit_constants, linear_constants
+from rcvgp.constants import FitResult, Trials, fit_constants, linear_constants, standard_errors
 from rcvgp.errors import BudgetExhausted, ConfigError, OracleError
 from rcvgp.evaluate import evaluate
 from rcvgp.gp import Grammar, crossover, deletions, hoists, mutate, random_term, random_tree, tournament
 from rcvgp.metrics import domain_symbol, regression_metrics, round_floats
-from rcvgp.noisefloor import NoiseModel, consistent, estimate_noise, not_worse
+from rcvgp.noisefloor import Z, NoiseModel, consistent, estimate_noise, not_worse
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, Variable, check_reply, design_points, design_trials
 from rcvgp.search.base import (
@@ -658,13 +658,20 @@ class Run:
         # Each entry without the parts the validation data do not need, so that the choice weighs
         # the laws' own sizes, not those of the trees they came in.
         front = pareto_front(self._pruned_law(f, fit_data, val, noise) for f in fitted)
-        index = choose(front, val.y[0], noise, cfg.selection)
+        index, most_accurate = choose(front, val.y[0], noise, cfg.selection), best_of(front)
+        # The choice is made; the law's constants (and those of the most accurate, which its
+        # cleaning is judged against) are then measured to the precision asked for.
+        more = self._points_for_precision(front[index], fit_data)
+        if more:
+            fit_data = lab.with_more_points(fit_data, more)
+            front = [self._fitted(f.expr, f.constants, f.schedule, fit_data, val) if i in (index, most_accurate) else f
+                     for i, f in enumerate(front)]
         law = front[index]
         # From here on, the oracle's units.
         names = self.symbols()
         X_val, y_val = val.X[0] * lab.x_scale, val.y[0]
         X_fit, y_fit = fit_data.X[0] * lab.x_scale, fit_data.y[0]
-        best = front[best_of(front)]  # snapping must leave the law as good as this, on all the evidence
+        best = front[most_accurate]  # snapping must leave the law as good as this, on all the evidence
         best_on_fit = predict(self.in_units(best.expr.to_sympy(best.constants, names)), names, X_fit)
         var_fit = lab.noise.variance(y_fit)
 
@@ -719,7 +726,30 @@ class Run:
             rounds=(self.round, self.n_rounds),
             test_points=TestPoints(X_test, test.y[0].copy(), np.asarray(on_test, dtype=float)),
             variables=tuple(v.name for v in self.spec.variables),
+            constants_error=self._constants_error(law, fit_data),
         )
+
+    def _constants_error(self, law: Fitted, data: Trials) -> float | None:
+        """The largest relative standard error of the constants of ``law`` fitted on ``data``,
+        over those the data tell from zero (a constant within noise of 0 has no relative
+        precision: the cleaning drops or snaps it); None without noise or such constants."""
+        assert self.lab.noise is not None
+        if self.lab.noise.zero or not len(law.constants):
+            return None
+        value = np.abs(law.constants)
+        se = standard_errors(law.expr.tokens, data, law.constants)
+        told = value > Z * se
+        return float(np.max(se[told] / value[told])) if told.any() else None
+
+    def _points_for_precision(self, law: Fitted, data: Trials) -> int:
+        """How many more points bring the law's constants to ``precision`` (relative standard
+        error), at most ``precision_points``: an error falls as one over the square root of the
+        points, and only an active search can measure more."""
+        error = self._constants_error(law, data)
+        if error is None or error <= self.config.precision:
+            return 0
+        n = int(data.n_valid.sum())
+        return min(self.config.precision_points, math.ceil(n * ((error / self.config.precision) ** 2 - 1)))
 
     def _structures(self) -> list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]]:
         """The structures to refit at the end, with their starting constants and schedules: the
