@@ -278,7 +278,7 @@ def test_a_curve_server_without_a_key_in_the_experiment_names_the_key_to_set(wri
     served = SimulatedOracle.from_expression("x0 + 1", [{"name": "x0", "low": 0.1, "high": 10}])
     with OracleServer(served, "tcp://127.0.0.1:*", curve_secret_key=tmp_path / "server.key_secret") as server:
         path = write_experiment(oracle={"endpoint": server.endpoint, "expression": None, "variables": None,
-                                        "timeout": 0.3, "deadline": 1})
+                                        "timeout": 1, "deadline": 3})
         with pytest.raises(OracleTimeout, match=r"the server wants CurveZMQ encryption and this client has no server "
                                                 r"key; set `oracle\.server_key` to the server's public key file"):
             run(path)

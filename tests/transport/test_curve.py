@@ -39,7 +39,7 @@ def test_allowed_client_measures_and_unknown_key_is_refused(keys: dict[str, Path
     with OracleServer(oracle, "tcp://127.0.0.1:*", curve_secret_key=keys["server_secret"], curve_clients_dir=keys["allowed"]) as srv:
         with _client(srv.endpoint, keys, "alice") as alice:
             assert alice.measure(in_limits(4)).shape == (4,)
-        with _client(srv.endpoint, keys, "mallory", timeout=0.3, deadline=1.0) as mallory:
+        with _client(srv.endpoint, keys, "mallory", timeout=1.0, deadline=3.0) as mallory:
             with pytest.raises(OracleTimeout, match="CURVE key"):
                 mallory.describe()
         with ZmqOracle(srv.endpoint, timeout=0.3, deadline=1.0) as plain:  # no encryption at all
