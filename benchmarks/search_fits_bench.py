@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 import rcvgp.search.engine as engine
+import rcvgp.search.fitting as fitting
 from rcvgp.constants import Trials, fit_constants
 from rcvgp.search import SearchConfig, run_search
 from rcvgp.simulate import SimulatedOracle
@@ -36,12 +37,12 @@ def record(ids: list[str], seconds: float) -> list[Call]:
         calls.append((tuple(tokens), trials, optimizer, None if init is None else np.array(init), maxiter))
         return fit_constants(tokens, trials, optimizer, rng, init, maxiter)
 
-    engine.fit_constants = recording
+    engine.fit_constants = fitting.fit_constants = recording  # the final refit's, and those inside GP
     try:
         for bench_id in ids:
             run_search("racing", SimulatedOracle.from_benchmark(bench_id), SearchConfig(max_seconds=seconds), seed=0)
     finally:
-        engine.fit_constants = fit_constants
+        engine.fit_constants = fitting.fit_constants = fit_constants
     return calls
 
 

@@ -31,7 +31,6 @@ import io
 import json
 import math
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from rcvgp.errors import BenchmarkInterrupted, ConfigError
+from rcvgp.pool import THREAD_ENV_VARS, process_pool, single_threaded_children
 from rcvgp.runner import write_atomic
 from rcvgp.search.base import METHODS, SearchConfig
 
@@ -79,7 +79,7 @@ SUMMARY_CSV_NAME = "summary.csv"
 RECORD_FIELDS = (
     "id", "group", "method", "seed", "nmse_test", "nmse_floor", "nmse_truth", "exact", "form", "points", "requests", "points_failed",
     "wall_seconds", "cpu_seconds", "stopped", "timed_out", "expression", "schedule", "noise", "rescale",
-    "time_cap", "settings",
+    "time_cap", "settings", "workers",
 )  # fmt: skip
 
 #: The fields of a summary row, in the order of ``summary.csv``.
@@ -104,10 +104,6 @@ PAPER_RACING_NMSE: dict[str, tuple[str, str]] = {
     "feynman-n4": ("0.0154", "0.195"),
     "feynman-n5": ("0.577", "0.790"),
 }
-
-#: Environment variables that make numerical libraries single-threaded in the workers.
-THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
-                   "NUMEXPR_NUM_THREADS")
 
 _TINY = 1e-6  # the paper prints NMSE below this as "<1e-6"
 _RESCALE_STREAM = 0x5CA1E  # the rescale powers' random stream, apart from the search's and the noise's
@@ -138,6 +134,9 @@ class BenchTask:
     settings : mapping or tuple of (name, value) pairs
         Overrides of :class:`~rcvgp.search.SearchConfig` fields (e.g. ``{"population": 20}``);
         stored as sorted pairs so that the task stays hashable.
+    workers : int
+        Processes that fit the run's constants (the search setting ``workers``). Not part of
+        :attr:`key`: it changes the run's times, not its result.
     """
 
     bench_id: str
@@ -147,6 +146,7 @@ class BenchTask:
     noise: str = "none"
     settings: tuple[tuple[str, Any], ...] = ()
     rescale: bool = False
+    workers: int = 1
 
     def __post_init__(self) -> None:
         from rcvgp.benchmarks import get_benchmark
@@ -181,11 +181,13 @@ class BenchTask:
         for name in data:
             if name == "max_seconds":
                 raise ConfigError("search setting `max_seconds`: give the run's time cap as `time_cap` instead")
+            if name == "workers":
+                raise ConfigError("search setting `workers`: give the run's workers as `workers` instead")
             if name not in known:
                 close = difflib.get_close_matches(str(name), known, n=1)
                 hint = f"; did you mean `{close[0]}`?" if close else f" (known: {', '.join(known)})"
                 raise ConfigError(f"search setting `{name}`: unknown setting{hint}")
-        return SearchConfig(**data, max_seconds=self.time_cap)
+        return SearchConfig(**data, max_seconds=self.time_cap, workers=self.workers)
 
     @property
     def key(self) -> str:
@@ -244,6 +246,7 @@ def make_tasks(
     noise: str = "none",
     settings: Mapping[str, Any] | None = None,
     rescale: bool = False,
+    workers: int = 1,
 ) -> list[BenchTask]:
     """Every (equation, method, seed) combination as a :class:`BenchTask`, equation-major.
 
@@ -257,7 +260,8 @@ def make_tasks(
     seeds = list(seeds)
     pairs = tuple(sorted((settings or {}).items()))
     return [
-        BenchTask(bench_id, method, seed, time_cap=time_cap, noise=noise, settings=pairs, rescale=rescale)
+        BenchTask(bench_id, method, seed, time_cap=time_cap, noise=noise, settings=pairs, rescale=rescale,
+                  workers=workers)
         for bench_id in bench_ids
         for method in methods
         for seed in seeds
@@ -284,13 +288,14 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         heavy-tailed y can be far from the expected one; ``None`` if not finite), ``exact``
         (against the law in the run's units),
         ``points`` (measured), ``requests``, ``points_failed``, ``wall_seconds`` (of the
-        search), ``cpu_seconds`` (the CPU time of the search's thread: unlike wall time, it does
-        not grow when runs share cores, so it compares runs made under different loads),
+        search), ``cpu_seconds`` (the CPU time of the search's thread, plus its fit workers':
+        unlike wall time, it does not grow when runs share cores, so it compares runs made under
+        different loads),
         ``stopped`` (``completed``, ``budget``, ``time`` or ``interrupted``), ``timed_out``,
         ``expression``, ``form`` (:func:`judge_form`), ``schedule`` (the chosen expression's
         held variables round by round; a run stopped early ends without ``[]``), ``noise``, ``rescale`` (the
         powers of ten of a rescaled run, by variable name and ``y``; ``None`` otherwise),
-        ``time_cap`` and ``settings``.
+        ``time_cap``, ``settings`` and ``workers``.
     """
     import numpy as np
 
@@ -306,10 +311,12 @@ def run_task(task: BenchTask) -> dict[str, Any]:
                                             rescale=_factors(powers))
     floor = oracle.noise_floor()
     with oracle:
-        cpu_start = time.thread_time()
+        cpu_start, children_start = time.thread_time(), _children_cpu()
         result = run_search(task.method, oracle, task.search_config(), task.seed,
                             progress=lambda _p: _STOP.is_set())
         cpu_seconds = time.thread_time() - cpu_start
+        if task.workers > 1:  # its pool has ended, so its processes' time is counted
+            cpu_seconds += _children_cpu() - children_start
     exact = judge_exact(result.best.sympy_expr, bench.id, rescale=powers)
     form = exact or judge_form(result.best.sympy_expr, bench.id, rescale=powers)
     nmse = float(result.test_metrics["nmse"])
@@ -337,6 +344,7 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         "rescale": powers,
         "time_cap": task.time_cap,
         "settings": dict(task.settings),
+        "workers": task.workers,
     }
 
 
@@ -454,12 +462,11 @@ def run_benchmark(
     n_total, n_done = len(todo), 0
     _STOP.clear()
     interrupted = False
-    with _single_threaded_children() if executor is None else nullcontext():
+    with single_threaded_children() if executor is None else nullcontext():
         pool: cf.Executor
         own_pool: cf.ProcessPoolExecutor | None = None
         if executor is None:
-            pool = own_pool = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=_spawn_context(),
-                                                     initializer=_init_worker)
+            pool = own_pool = process_pool(jobs)
         else:
             pool = executor
         futures: dict[cf.Future[dict[str, Any]], BenchTask] = {}
@@ -781,6 +788,16 @@ def _quantile(values: Sequence[float], q: float) -> float | None:
     return a + (b - a) * fraction
 
 
+def _children_cpu() -> float:
+    """CPU seconds of this process's ended child processes (0 where the OS does not say)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0.0
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _finite_or_none(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
@@ -795,34 +812,3 @@ def _nmse_text(value: float | None, n: int) -> str:
     if value is None:
         return "inf"
     return "<1e-6" if value < _TINY else f"{value:.3g}"
-
-
-def _spawn_context() -> Any:
-    """Fresh interpreters for the workers: they read the single-thread settings at start, and
-    forking a process that runs threads is unsafe."""
-    import multiprocessing
-
-    return multiprocessing.get_context("spawn")
-
-
-@contextmanager
-def _single_threaded_children() -> Iterator[None]:
-    """Set :data:`THREAD_ENV_VARS` to 1 while worker processes are started (they inherit them),
-    then restore this process's environment."""
-    saved = {name: os.environ.get(name) for name in THREAD_ENV_VARS}
-    os.environ.update({name: "1" for name in THREAD_ENV_VARS})
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def _init_worker() -> None:
-    """In each worker of the default pool: single-threaded maths, and Ctrl-C left to the parent
-    (a Ctrl-C in a terminal reaches every process of the group; the parent ends the workers)."""
-    os.environ.update({name: "1" for name in THREAD_ENV_VARS})  # already inherited; for subprocesses
-    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -170,10 +170,12 @@ class ExperimentConfig:
 
         Budgets, the output folder and the name are left out: a run may be resumed with a
         larger budget, and the search then asks the same questions until the old one ran out.
+        So is ``search.workers``, which changes where the fits run, not what the search asks.
         """
         data = self.to_dict()
         for key in ("budget", "output", "name"):
             data.pop(key)
+        data["search"].pop("workers")
         text = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -19,19 +19,21 @@ from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
-import scipy.optimize as opt
 
 from rcvgp.errors import ConfigError
 from rcvgp.evaluate import compile_tree, evaluate, evaluate_with_grad
 from rcvgp.metrics import scaled_moments
 from rcvgp.noisefloor import EXACT_LOSS, Floor, floor_levels
 
-__all__ = ["Trials", "FitResult", "fit_constants", "linear_constants", "standard_errors", "BAD_LOSS"]
+__all__ = ["Trials", "FitResult", "fit_constants", "linear_constants", "standard_errors", "BAD_LOSS",
+           "STOCHASTIC_OPTIMIZERS"]
 
 #: Loss given to a prediction that is NaN or infinite anywhere: it never looks good.
 BAD_LOSS = float("inf")
 _PENALTY = 1e30
 _GLOBAL = ("shgo", "dual_annealing", "direct")  # what the optimiser sees instead of inf, so its line search stays finite
+#: The optimisers that draw random numbers (from ``rng``); the others give the same fit every time.
+STOCHASTIC_OPTIMIZERS = ("basinhopping", "dual_annealing")
 
 
 class Trials:
@@ -477,6 +479,9 @@ def _minimise(
     problem: _Projected, x0: np.ndarray, optimizer: str, rng: np.random.Generator | None, maxiter: int
 ) -> np.ndarray:
     """The nonlinear constants a scipy optimiser finds from ``x0``; ``x0`` where it fails."""
+    # Loaded here: LM, the default, needs none of it, and a fit worker starts a second sooner.
+    import scipy.optimize as opt
+
     rng = rng if rng is not None else np.random.default_rng(0)
     bound = float(max(10.0, 10.0 * np.max(np.abs(x0))))
     bounds = [(-bound, bound)] * len(x0)

@@ -214,9 +214,21 @@ def test_tasks_are_checked_before_anything_runs() -> None:
         BenchTask("sincos-3-2-2/1", "gp", settings={"populaton": 20})
     with pytest.raises(ConfigError, match="time_cap"):
         BenchTask("sincos-3-2-2/1", "gp", settings={"max_seconds": 3})
+    with pytest.raises(ConfigError, match="as `workers` instead"):
+        BenchTask("sincos-3-2-2/1", "gp", settings={"workers": 2})
+    with pytest.raises(ConfigError, match="`workers` must be an integer >= 1"):
+        BenchTask("sincos-3-2-2/1", "gp", workers=0)
     task = BenchTask("SINCOS-3-2-2/1", "gp", 2, time_cap=20, noise="relative:0.01", settings={"batch": 64})
     assert task.bench_id == "sincos-3-2-2/1" and task.noise == "relative:0.01"
     assert task.search_config().max_seconds == 20.0 and task.search_config().batch == 64
+    assert task.search_config().workers == 1
+
+
+def test_workers_change_a_run_s_times_not_its_key() -> None:
+    """A bench run again with more workers is the same run: its finished records are kept."""
+    one, two = (make_tasks(["sincos-3-2-2/1"], ["gp"], [0], workers=n)[0] for n in (1, 2))
+    assert two.workers == 2 and two.search_config().workers == 2
+    assert two.key == one.key
 
 
 def test_run_benchmark_saves_every_run_and_skips_finished_ones(tmp_path: Path) -> None:
@@ -334,6 +346,8 @@ def test_bench_command_rescale_flag_reaches_the_records(tmp_path: Path, capsys: 
     (["--groups", "sincos-3-2-3"], "unknown group 'sincos-3-2-3'; closest: sincos-3-2-2"),
     (["--ids", "sincos-3-2-2/1", "--methods", "racng"], "did you mean `racing`"),
     ([], "give --groups or --ids"),
+    (["--ids", "sincos-3-2-2/1", "--workers", "0"], "--workers: expected a number of processes, an integer >= 1"),
+    (["--ids", "sincos-3-2-2/1", "--workers", "two"], "--workers: expected a number of processes, an integer >= 1"),
 ])
 def test_bench_command_refuses_unknown_names_with_exit_2(flags: list[str], message: str, tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:

@@ -123,6 +123,40 @@ def test_bad_discover_flags_exit_2_naming_the_flag(tmp_path, capsys, monkeypatch
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "two", "true"])
+def test_bad_workers_exit_2_in_one_line(value, write_experiment, tmp_path, capsys, monkeypatch):
+    write_experiment()
+    monkeypatch.chdir(tmp_path)
+    for argv in (["run", "exp.yaml"], ["discover", "--oracle", "sincos-3-2-2/1"]):
+        assert main([*argv, "--workers", value]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.splitlines() == [
+            f"rcvgp: error: --workers: expected a number of processes, an integer >= 1, got {value!r}"]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_workers_flag_reaches_the_search_and_the_result(write_experiment, tmp_path, capsys, monkeypatch):
+    write_experiment()
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    monkeypatch.setattr("rcvgp.search.racing.worker_pool", _recording_pool(seen))
+    assert main(["run", "exp.yaml", "--workers", "3", "--json", "--quiet"]) == 0
+    assert seen == [3]
+    assert json.loads(capsys.readouterr().out)["config"]["workers"] == 3
+
+
+def _recording_pool(seen):
+    """A stand-in for ``worker_pool`` that notes the workers asked for and fits here."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def pool(n_workers, executor=None):
+        seen.append(n_workers)
+        yield executor
+
+    return pool
+
+
 # -- results -------------------------------------------------------------------------------------------
 
 

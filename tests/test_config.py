@@ -93,10 +93,12 @@ def test_overrides_win_over_the_file(tmp_path):
     assert cfg.output == Path.cwd() / "elsewhere"
 
 
-def test_fingerprint_ignores_budget_and_output_but_not_the_seed(tmp_path):
+def test_fingerprint_ignores_budget_output_and_workers_but_not_the_seed(tmp_path):
     path = write(tmp_path, GOOD)
     base = load_experiment(path).fingerprint()
     assert load_experiment(path, overrides={"budget.points": 10, "output": "x"}).fingerprint() == base
+    more = load_experiment(path, overrides={"search.workers": 4})  # a run resumed on more cores asks the same
+    assert more.search.workers == 4 and more.fingerprint() == base
     assert load_experiment(path, overrides={"seed": 8}).fingerprint() != base
 
 
@@ -112,6 +114,12 @@ def test_fingerprint_ignores_budget_and_output_but_not_the_seed(tmp_path):
          "exp.yaml: search.population: expected an integer, got 'many'"),
         ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {population: 0}\n", "exp.yaml: search.population: must be an integer >= 1"),
         ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {p_mate: 2}\n", "exp.yaml: search.p_mate: must be a probability"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {workers: 0}\n", "exp.yaml: search.workers: must be an integer >= 1"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {workers: -1}\n", "exp.yaml: search.workers: must be an integer >= 1"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {workers: two}\n",
+         "exp.yaml: search.workers: expected an integer, got 'two'"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {workers: true}\n",
+         "exp.yaml: search.workers: expected an integer, got true (a boolean)"),
         ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {noise_std: -1}\n",
          "exp.yaml: search.noise_std: must be a standard deviation >= 0"),
         ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {noise_std: some}\n", "exp.yaml: search.noise_std: expected a number"),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from rcvgp.errors import ConfigError
+
 
 def int_at_least(low: int) -> Callable[[str], int]:
     """An argparse ``type`` for integers >= ``low``."""
@@ -29,6 +31,33 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return value
+
+
+def add_workers_option(parser: argparse.ArgumentParser, default: str) -> None:
+    """``--workers N``: processes that fit a search's constants. Read as text and checked by
+    :func:`workers_flag`, so that a bad value is one line (exit 2), as it is in a file."""
+    parser.add_argument("--workers", metavar="N",
+                        help=f"processes that fit the constants of each generation at once (default: {default}); "
+                        "a seed gives the same result whatever their number")
+
+
+def workers_flag(text: str | None) -> int | None:
+    """The value of ``--workers`` (None if not given).
+
+    Raises
+    ------
+    ConfigError
+        If it is not an integer >= 1.
+    """
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigError(f"--workers: expected a number of processes, an integer >= 1, got {text!r}")
     return value
 
 

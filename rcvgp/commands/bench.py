@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rcvgp.commands import int_at_least, positive_float
+from rcvgp.commands import add_workers_option, int_at_least, positive_float, workers_flag
 from rcvgp.search.base import OPTIMIZERS, SearchConfig
 
 __all__ = ["register"]
@@ -72,6 +72,7 @@ def register(subparsers: Any) -> None:
                    help="runs per equation and method, with seeds 0..N-1 (default: 1)")
     p.add_argument("--jobs", "-j", metavar="J", type=int_at_least(1), default=1,
                    help="runs at the same time, each in its own single-threaded process (default: 1)")
+    add_workers_option(p, "1, the run's own process; J x N processes in all")
     p.add_argument("--time-cap", metavar="SECONDS", type=positive_float, default=120.0,
                    help="wall time per run; a run that reaches it reports its best so far (default: 120)")
     p.add_argument("--noise", metavar="KIND:SCALE", default="none",
@@ -108,10 +109,12 @@ def run_bench(args: argparse.Namespace) -> int:
 
     if not args.groups and not args.ids:
         raise ConfigError(f"give --groups or --ids (groups: {', '.join(list_groups())}, or `all`)")
+    workers = workers_flag(args.workers) or 1
     settings = {name: getattr(args, name) for name in ("population", "generations", "batch", "optimizer")
                 if getattr(args, name) is not None}
     tasks = make_tasks(select_benchmarks(args.groups or (), args.ids or ()), args.methods, range(args.seeds),
-                       time_cap=args.time_cap, noise=args.noise, settings=settings, rescale=args.rescale)
+                       time_cap=args.time_cap, noise=args.noise, settings=settings, rescale=args.rescale,
+                       workers=workers)
     out = Path(args.out)
     started = time.monotonic()
 
@@ -123,7 +126,8 @@ def run_bench(args: argparse.Namespace) -> int:
     if not args.quiet:
         earlier = len(tasks) - len(pending_tasks(tasks, out))
         print(f"rcvgp bench: {len(tasks)} run(s)" + (f", {earlier} finished earlier (skipped)" if earlier else "")
-              + f"; {args.jobs} at a time, at most {args.time_cap:g} s each; results in {out}",
+              + f"; {args.jobs} at a time" + (f", {workers} workers each" if workers > 1 else "")
+              + f", at most {args.time_cap:g} s each; results in {out}",
               file=sys.stderr, flush=True)
     interrupted = False
     try:

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rcvgp.commands import int_at_least
+from rcvgp.commands import add_workers_option, int_at_least, workers_flag
 from rcvgp.errors import OracleError, ProtocolError
 
 __all__ = ["register"]
@@ -40,7 +40,7 @@ experiment file (YAML), every key but `oracle` optional:
   method: racing                   # racing | cvgp | cvgp-all | gp
   operators: [add, sub, mul, div, sin, cos]   # default: the catalog entry's set
   seed: 0
-  search: {population: 100, generations: 100, batch: 256, n_trials: 5, optimizer: LM}
+  search: {population: 100, generations: 100, batch: 256, n_trials: 5, optimizer: LM, workers: 1}
   budget: {points: 1000000, requests: 10000, seconds: 3600}
   output: runs/my-law              # relative to the experiment file's folder
 
@@ -102,6 +102,7 @@ def register(subparsers: Any) -> None:
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
+    add_workers_option(parser, "1, or the file's `search.workers`")
     parser.add_argument("--resume", action="store_true",
                         help="continue an interrupted run from the journal in its output folder; "
                         "journalled points are not measured again")
@@ -122,6 +123,9 @@ def run_command(args: argparse.Namespace) -> int:
         overrides["seed"] = args.seed
     if args.output is not None:
         overrides["output"] = args.output
+    workers = workers_flag(args.workers)
+    if workers is not None:
+        overrides["search.workers"] = workers
     config = load_experiment(args.experiment, overrides=overrides)
     return _run(config, args)
 
@@ -149,6 +153,9 @@ def discover_command(args: argparse.Namespace) -> int:
     }
     if args.operators is not None:
         data["operators"] = args.operators
+    workers = workers_flag(args.workers)
+    if workers is not None:
+        data["search"] = {"workers": workers}
     key_names = {
         "oracle": "--oracle", "oracle.catalog": "--oracle", "oracle.endpoint": "--oracle",
         "oracle.noise": "--noise", "oracle.timeout": "--timeout", "oracle.deadline": "--deadline",

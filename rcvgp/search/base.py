@@ -40,7 +40,9 @@ class SearchConfig:
     ``operators`` empty means "the oracle's hint, else the default set". ``noise_std`` is the
     standard deviation of a reading in y's units if known (0: noiseless); ``None`` has the search
     estimate it from one batch of replicate readings. Budgets of ``None`` are unlimited; a spent
-    budget ends the search cleanly with the best expression so far.
+    budget ends the search cleanly with the best expression so far. ``workers`` > 1 fits the
+    constants of each generation's trees in that many processes; a seed gives the same result
+    whatever their number.
     """
 
     operators: tuple[str, ...] = ()
@@ -65,6 +67,7 @@ class SearchConfig:
     precision_points: int = 32768  # with at most this many more points (as the budget allows)
     noise_std: float | None = None  # std of a reading in y's units; None: estimate from replicates
     selection: str = "parsimonious"  # or "accuracy": how the law is chosen from the front
+    workers: int = 1  # processes that fit a generation's constants at once (1: this one alone); same result
     max_points: int | None = None
     max_requests: int | None = None
     max_seconds: float | None = None
@@ -75,7 +78,7 @@ class SearchConfig:
 
             object.__setattr__(self, "operators", tuple(resolve_operators(self.operators)))
         positive_ints = ("population", "generations", "tournament", "hall_of_fame", "batch", "n_trials",
-                         "max_size", "max_depth", "n_validation", "n_test", "fit_iterations")
+                         "max_size", "max_depth", "n_validation", "n_test", "fit_iterations", "workers")
         for name in positive_ints:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -8,6 +8,7 @@ and the stop rules. The methods in :mod:`rcvgp.search.racing` drive it.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import dataclasses
 import itertools
 import math
@@ -15,11 +16,12 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import sympy
 
-from rcvgp.constants import FitResult, Trials, fit_constants, linear_constants, standard_errors
+from rcvgp.constants import STOCHASTIC_OPTIMIZERS, FitResult, Trials, fit_constants, standard_errors
 from rcvgp.errors import BudgetExhausted, ConfigError, OracleError
 from rcvgp.evaluate import evaluate
 from rcvgp.gp import Grammar, crossover, deletions, hoists, mutate, random_term, random_tree, tournament
@@ -33,11 +35,11 @@ from rcvgp.search.base import (
 from rcvgp.search.choice import (
     Fitted, best_of, choose, drop_negligible_terms, expanded, front_of, pareto_front, predict, snap_constants, tidy,
 )
+from rcvgp.search.fitting import FitJob, Fitter
 from rcvgp.tree import CONST_TOKEN, Expr, reopened
 
 __all__ = ["REPEATS", "Lab", "Individual", "Run", "StopSearch", "unit_scale"]
 
-_SCREEN_ITERATIONS = 3
 #: Generations a round goes on after its best tree fits to the noise floor without getting smaller.
 _FLOOR_PATIENCE = 3
 #: Seeds the replicate readings' own random stream, beside the run's seed.
@@ -291,6 +293,19 @@ class Individual:
         return self.expr.tokens, self.controlled
 
 
+class _Draft(NamedTuple):
+    """An individual before its fit: its tree and place, the data to fit it on, the fitness it
+    must reach to get a full fit, and its starting constants."""
+
+    expr: Expr
+    controlled: frozenset[int]
+    schedule: tuple[frozenset[int], ...]
+    trials: Trials
+    threshold: float = math.inf
+    init: np.ndarray | None = None
+    settled: frozenset[int] = frozenset()
+
+
 def _rank(pop: Iterable[Individual]) -> list[Individual]:
     """Best first, smaller trees first among equals; one of each (tree, controlled set)."""
     seen: dict[tuple[tuple[str, ...], frozenset[int]], Individual] = {}
@@ -333,6 +348,7 @@ class Run:
         config: SearchConfig,
         seed: int,
         progress: ProgressCallback | None = None,
+        executor: cf.Executor | None = None,
     ) -> None:
         self.method = method
         self.config = config
@@ -351,6 +367,8 @@ class Run:
         self.current: list[Individual] = []
         self.round = 0
         self.n_rounds = self.n_vars
+        #: fits the constants, here or on ``executor`` (see :mod:`rcvgp.search.fitting`)
+        self.fitter = Fitter(config.optimizer, config.fit_iterations, executor, config.workers)
         self._cache: dict[tuple[tuple[str, ...], int], FitResult] = {}
         self._cache_data: dict[int, Trials] = {}  # keeps cached data alive, so ids stay unique
         self.best_seen = math.inf
@@ -361,29 +379,33 @@ class Run:
         free = tuple(i for i in range(self.n_vars) if i not in controlled and i not in settled)
         return Grammar(self.operators, free, self.config.max_size, self.config.max_depth)
 
+    def fit_all(self, jobs: Sequence[FitJob]) -> list[FitResult]:
+        """The fits of many trees at once (:meth:`rcvgp.search.fitting.Fitter.fit`: here, or
+        spread over the workers), cached per (tree, data set): identical trees are fitted once,
+        the first job of a tree in the batch deciding its threshold and start.
+
+        A stochastic optimiser gets a seed per fit, drawn here in the jobs' order, so that where
+        the fits run changes nothing."""
+        stochastic = self.config.optimizer in STOCHASTIC_OPTIMIZERS
+        keys = [(job.tokens, id(job.trials)) for job in jobs]
+        todo: dict[tuple[tuple[str, ...], int], FitJob] = {}
+        for key, job in zip(keys, jobs):
+            if key not in self._cache and key not in todo:
+                self._cache_data[id(job.trials)] = job.trials
+                todo[key] = job._replace(seed=int(self.rng.integers(2**63)) if stochastic else None)
+        self._cache.update(zip(todo, self.fitter.fit(list(todo.values()))))
+        return [self._cache[key] for key in keys]
+
     def fit(
         self, expr: Expr, trials: Trials, threshold: float = math.inf, init: np.ndarray | None = None
     ) -> FitResult:
-        """Fit constants, cached per (tree, data set): identical trees are fitted once.
+        """Fit constants, cached per (tree, data set) (see :meth:`fit_all`).
 
         Trees with nonlinear constants are screened first with a few optimiser iterations from
         ``init`` (K, n_consts) if given; only those that then beat ``threshold`` (the fitness
         needed to survive) get the full fit. Most offspring are rejected by the screen.
         """
-        key = (expr.tokens, id(trials))
-        found = self._cache.get(key)
-        if found is None:
-            cfg = self.config
-            self._cache_data[id(trials)] = trials
-            screen = min(cfg.fit_iterations, _SCREEN_ITERATIONS)
-            found = fit_constants(expr.tokens, trials, cfg.optimizer, self.rng, init=init, maxiter=screen)
-            nonlinear = len(linear_constants(expr.tokens)) < expr.n_consts
-            if nonlinear and cfg.fit_iterations > screen and found.fitness <= threshold:
-                found = fit_constants(
-                    expr.tokens, trials, cfg.optimizer, self.rng, init=found.constants, maxiter=cfg.fit_iterations
-                )
-            self._cache[key] = found
-        return found
+        return self.fit_all([FitJob(expr.tokens, trials, threshold, init)])[0]
 
     def individual(
         self,
@@ -394,27 +416,32 @@ class Run:
         init: np.ndarray | None = None,
         settled: frozenset[int] = frozenset(),
     ) -> Individual:
-        fit = self.fit(expr, self.lab.trials(controlled), threshold, init)
-        return Individual(expr, controlled, schedule, fit, settled)
+        """A tree fitted on this round's trials of its controlled set (see :meth:`fit`)."""
+        trials = self.lab.trials(controlled)
+        return self.individuals([_Draft(expr, controlled, schedule, trials, threshold, init, settled)])[0]
+
+    def individuals(self, drafts: Sequence[_Draft]) -> list[Individual]:
+        """The drafts fitted together (:meth:`fit_all`), as individuals."""
+        fits = self.fit_all([FitJob(d.expr.tokens, d.trials, d.threshold, d.init) for d in drafts])
+        return [Individual(d.expr, d.controlled, d.schedule, fit, d.settled) for d, fit in zip(drafts, fits)]
 
     def refit(self, pop: Sequence[Individual]) -> list[Individual]:
         """Every individual fitted anew on this round's trials of its controlled set, started
         from its last fit (the median over the old trials: new trials hold other values)."""
-        out = [
-            self.individual(
-                ind.expr, ind.controlled, ind.schedule, init=_median_start(ind.fit.constants), settled=ind.settled
-            )
+        out = self.individuals([
+            _Draft(ind.expr, ind.controlled, ind.schedule, self.lab.trials(ind.controlled),
+                   init=_median_start(ind.fit.constants), settled=ind.settled)
             for ind in pop
-        ]
+        ])
         self.current = out
         return out
 
     def initial_pool(self, controlled: frozenset[int], size: int) -> list[Individual]:
         """Random trees over the free variables: half plain, half ``c * t + c``."""
         g = self.grammar(controlled)
-        pool: list[Individual] = []
+        drafts: list[_Draft] = []
         attempts = 0
-        while len(pool) < size and attempts < 20 * size:
+        while len(drafts) < size and attempts < 20 * size:
             attempts += 1
             depth = int(self.rng.integers(1, 4))
             if attempts % 2:
@@ -424,8 +451,10 @@ class Run:
                 expr = Expr(("add",) + term.tokens + ("c",)) if "add" in g.operators else term
             if not expr.variables or not g.fits(expr):
                 continue
-            pool.append(self.individual(expr, controlled, (controlled,)))
-        pool = _rank(pool)
+            # The trials are measured at the first tree, as the search has always done: the
+            # random draws then come in the same order.
+            drafts.append(_Draft(expr, controlled, (controlled,), self.lab.trials(controlled)))
+        pool = _rank(self.individuals(drafts))
         self.current = self.current + pool
         return pool
 
@@ -450,7 +479,10 @@ class Run:
             groups: dict[tuple[frozenset[int], frozenset[int]], list[int]] = {}
             for i, ind in enumerate(pop):
                 groups.setdefault((ind.controlled, ind.settled), []).append(i)
-            offspring: list[Individual] = []
+            # The children are made first, then fitted together: the fits draw nothing from
+            # ``rng`` (a stochastic optimiser's seeds are drawn after), so the children are the
+            # same as if each were fitted as it came.
+            drafts: list[_Draft] = []
             for _ in range(size):
                 parent = pop[tournament(score, cfg.tournament, rng)]
                 g = self.grammar(parent.controlled, parent.settled)
@@ -465,10 +497,12 @@ class Run:
                     child = mutate(child, g, rng) or child
                 if child.tokens != parent.expr.tokens:
                     init = inherited_constants(parent.expr, parent.fit.constants, child)
-                    offspring.append(
-                        self.individual(child, parent.controlled, parent.schedule, survive, init, parent.settled)
+                    trials = self.lab.trials(parent.controlled)
+                    drafts.append(
+                        _Draft(child, parent.controlled, parent.schedule, trials, survive, init, parent.settled)
                     )
-                    self.check_time()
+            offspring = self.individuals(drafts)
+            self.check_time()
             pop = _survivors(pop + offspring, size)
             self.current = pop
             self.record(pop)
@@ -528,9 +562,9 @@ class Run:
         return tuple(sorted(out, key=lambda s: s.schedule))
 
     def check_time(self) -> None:
-        """End the run once the wall-time budget is spent (checked after every fit). Time only
-        ever stops a run: nothing the search does depends on it, so a seed gives the same
-        answer on any machine unless the budget runs out."""
+        """End the run once the wall-time budget is spent (checked after every batch of fits).
+        Time only ever stops a run: nothing the search does depends on it, so a seed gives the
+        same answer on any machine unless the budget runs out."""
         cap = self.config.max_seconds
         if cap is not None and time.perf_counter() - self.started > cap:
             raise StopSearch("time")

@@ -20,6 +20,7 @@ search: a time budget only stops it, and the result names the rounds that were n
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -27,6 +28,7 @@ from rcvgp.errors import BudgetExhausted, ConfigError
 from rcvgp.oracle import DataOracle
 from rcvgp.search.base import METHODS, ProgressCallback, SearchConfig, SearchResult
 from rcvgp.search.engine import Individual, Run, StopSearch, _survivors
+from rcvgp.search.fitting import worker_pool
 
 __all__ = ["run_search", "racing_cvgp", "cvgp", "cvgp_all", "gp"]
 
@@ -142,12 +144,18 @@ def run_search(
     config: SearchConfig | None = None,
     seed: int = 0,
     progress: ProgressCallback | None = None,
+    executor: cf.Executor | None = None,
 ) -> SearchResult:
     """Discover an expression for ``oracle`` with one of :data:`METHODS`.
 
-    Reproducible from ``seed`` given the same oracle answers. Ends early, with the best
-    expression so far, when a budget in ``config`` is spent, when ``progress`` returns True,
-    or on Ctrl-C.
+    Reproducible from ``seed`` given the same oracle answers, whatever the number of workers.
+    Ends early, with the best expression so far, when a budget in ``config`` is spent, when
+    ``progress`` returns True, or on Ctrl-C.
+
+    The constant fits of each generation go to ``executor`` if given (e.g. a Dask
+    ``distributed.Client(...).get_executor()``; the caller keeps it open, and ``config.workers``
+    says how many workers it has, which sets how finely a generation is cut), else to a pool of
+    ``config.workers`` processes that lives as long as the run (none for one worker).
     """
     if method not in _METHODS:
         import difflib
@@ -157,6 +165,8 @@ def run_search(
         raise ConfigError(f"unknown method {method!r}{hint} (one of {', '.join(METHODS)})")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ConfigError(f"seed must be an integer >= 0, got {seed!r}")
-    run = Run(method, oracle, config or SearchConfig(), seed, progress)
-    return _guarded(run, _METHODS[method])
+    config = config or SearchConfig()
+    with worker_pool(config.workers, executor) as fits_go_to:
+        run = Run(method, oracle, config, seed, progress, fits_go_to)
+        return _guarded(run, _METHODS[method])
 
