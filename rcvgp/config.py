@@ -43,7 +43,7 @@ from typing import Any
 import yaml
 
 from rcvgp.errors import ConfigError, ExpressionError
-from rcvgp.oracle import DISTRIBUTIONS, Variable
+from rcvgp.oracle import DISTRIBUTIONS, Output, Variable
 from rcvgp.search.base import METHODS, SearchConfig
 
 __all__ = [
@@ -65,11 +65,13 @@ ENDPOINT_SCHEMES = ("tcp", "ipc", "inproc")
 #: ``search.noise_std: auto``: the search estimates the noise from replicate readings.
 AUTO = "auto"
 _TOP_KEYS = ("name", "oracle", "method", "operators", "seed", "search", "budget", "output")
-_ORACLE_KEYS = ("catalog", "expression", "variables", "endpoint", "noise", "latency", "fail_rate", "timeout",
-                "deadline", "server_key", "client_key")
+_ORACLE_KEYS = ("catalog", "expression", "variables", "output", "endpoint", "noise", "latency", "fail_rate",
+                "timeout", "deadline", "server_key", "client_key")
 _SIMULATED_ONLY = ("noise", "latency", "fail_rate")
 _ENDPOINT_ONLY = ("timeout", "deadline", "server_key", "client_key")
 _VARIABLE_KEYS = ("name", "low", "high", "dist", "only_positive", "unit")
+_OUTPUT_KEYS = ("name", "unit")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a variable's or y's name: usable in a formula and a CSV header
 _BUDGET_KEYS = {"points": "max_points", "requests": "max_requests", "seconds": "max_seconds"}
 # SearchConfig fields set elsewhere in the file, with where they belong.
 _SEARCH_ELSEWHERE = {
@@ -87,7 +89,8 @@ class OracleConfig:
     """Which oracle to question and how.
 
     ``kind`` is ``"catalog"`` (a simulated benchmark by id), ``"expression"`` (a simulated law
-    over ``variables``) or ``"endpoint"`` (an oracle server reached over ZeroMQ).
+    over ``variables``, measuring ``output``: y's name and unit) or ``"endpoint"`` (an oracle
+    server reached over ZeroMQ); a catalog entry and a server describe their own output.
     ``noise`` (``none``, ``relative:0.01``, ``additive:0.1``, ``multiplicative:0.02``; see
     :class:`rcvgp.simulate.Noise`), ``latency`` (seconds per request) and ``fail_rate`` (chance a
     point comes back unmeasured) apply to simulated oracles; ``timeout`` (seconds to wait for
@@ -99,6 +102,7 @@ class OracleConfig:
     catalog: str | None = None
     expression: str | None = None
     variables: tuple[Variable, ...] = ()
+    output: Output = field(default_factory=Output)
     endpoint: str | None = None
     noise: str = "none"
     latency: float = 0.0
@@ -120,6 +124,8 @@ class OracleConfig:
         elif self.kind == "expression":
             data["expression"] = self.expression
             data["variables"] = [v.to_dict() for v in self.variables]
+            if self.output != Output():  # left out when not declared: older runs keep their fingerprint
+                data["output"] = {"name": self.output.name, "unit": self.output.unit}
         else:
             data["endpoint"] = self.endpoint
         if self.kind == "endpoint":
@@ -424,9 +430,10 @@ def _oracle(ctx: _Context, value: Any) -> OracleConfig:
         if key in section:
             applies = "an endpoint" if key in _ENDPOINT_ONLY else "a simulated oracle (catalog or expression)"
             raise ctx.error(f"oracle.{key}", f"applies only to {applies}, not to `{kind}`; remove it")
-    if "variables" in section and kind != "expression":
-        raise ctx.error("oracle.variables", f"applies only to `expression`; a `{kind}` oracle describes its own "
-                        "variables; remove it")
+    for key in ("variables", "output"):
+        if key in section and kind != "expression":
+            raise ctx.error(f"oracle.{key}", f"applies only to `expression`; a `{kind}` oracle describes its own "
+                            f"{key}; remove it")
     out: dict[str, Any] = {"kind": kind}
     if kind == "catalog":
         catalog = section["catalog"]
@@ -441,6 +448,8 @@ def _oracle(ctx: _Context, value: Any) -> OracleConfig:
             raise ctx.error("oracle.catalog", f"{exc}; list them with `rcvgp oracles list`") from exc
     elif kind == "expression":
         out["expression"], out["variables"] = _expression(ctx, section)
+        if section.get("output") is not None:
+            out["output"] = _output(ctx, section["output"], [v.name for v in out["variables"]])
     else:
         endpoint = section["endpoint"]
         if not isinstance(endpoint, str) or not is_endpoint(endpoint.strip()):
@@ -509,7 +518,7 @@ def _expression(ctx: _Context, section: dict[str, Any]) -> tuple[str, tuple[Vari
             if need not in entry:
                 raise ctx.error(f"{key}.{need}", "missing; each variable needs `name`, `low` and `high`")
         name = ctx.typed(entry["name"], f"{key}.name", str)
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+        if not _NAME.match(name):
             raise ctx.error(f"{key}.name", f"{name!r} is not a usable name; use letters, digits and _ (e.g. x0, T)")
         dist = entry.get("dist", "uniform")
         if dist not in DISTRIBUTIONS:
@@ -538,6 +547,18 @@ def _expression(ctx: _Context, section: dict[str, Any]) -> tuple[str, tuple[Vari
         raise ctx.error("oracle.expression", f"{exc}; write it in Python syntax over the variables "
                         f"({', '.join(names)}), e.g. x0*x1 + sin(x2)") from exc
     return expr.strip(), tuple(variables)
+
+
+def _output(ctx: _Context, value: Any, variables: list[str]) -> Output:
+    """``oracle.output``: what y is, ``{name: T, unit: s}`` (each optional; y without a unit by default)."""
+    entry = ctx.mapping(value, "oracle.output", _OUTPUT_KEYS)
+    name = ctx.typed(entry.get("name", "y"), "oracle.output.name", str)
+    if not _NAME.match(name):
+        raise ctx.error("oracle.output.name", f"{name!r} is not a usable name; use letters, digits and _ (e.g. y, T)")
+    if name in variables:
+        raise ctx.error("oracle.output.name", f"{name!r} is also a variable's name; give y a name of its own")
+    unit = ctx.typed(entry.get("unit", ""), "oracle.output.unit", str)
+    return Output(name=name, unit=unit)
 
 
 def _with_overrides(data: Any, overrides: Mapping[str, Any]) -> Any:

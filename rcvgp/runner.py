@@ -261,7 +261,7 @@ def build_oracle(config: ExperimentConfig, notes: TextIO | None = None) -> DataO
             if o.kind == "catalog":
                 return SimulatedOracle.from_benchmark(str(o.catalog), **options)
             return SimulatedOracle.from_expression(str(o.expression), o.variables, name=f"sim:{config.name}",
-                                                   **options)
+                                                   output=o.output, **options)
         except (ConfigError, ExpressionError) as exc:
             raise config.error(key, str(exc)) from exc
 

@@ -9,6 +9,7 @@ import pytest
 
 from rcvgp.config import ExperimentConfig, experiment_from_dict, is_endpoint, load_experiment
 from rcvgp.errors import ConfigError
+from rcvgp.oracle import Output
 from rcvgp.search import SearchConfig
 
 GOOD = """\
@@ -164,6 +165,21 @@ def test_fingerprint_ignores_budget_output_and_workers_but_not_the_seed(tmp_path
         ("oracle: {expression: x0, variables: [{name: x0, low: 0, high: 1}, {name: x0, low: 0, high: 1}]}\n",
          "exp.yaml: oracle.variables: variable names must be unique"),
         ("oracle: {catalog: sincos-3-2-2/1, variables: []}\n", "exp.yaml: oracle.variables: applies only to `expression`"),
+        ("oracle: {catalog: sincos-3-2-2/1, output: {name: T}}\n",
+         "exp.yaml: oracle.output: applies only to `expression`; a `catalog` oracle describes its own output"),
+        ("oracle: {endpoint: tcp://h:1, output: {unit: s}}\n", "exp.yaml: oracle.output: applies only to `expression`"),
+        ("oracle: {expression: x0, variables: [{name: x0, low: 0, high: 1}], output: T}\n",
+         "exp.yaml: oracle.output: expected a mapping of keys (`name: ...`) for `oracle.output`, got 'T'"),
+        ("oracle: {expression: x0, variables: [{name: x0, low: 0, high: 1}], output: {name: T, units: s}}\n",
+         "exp.yaml: oracle.output.units: unknown key; did you mean `unit`?"),
+        ("oracle: {expression: x0, variables: [{name: x0, low: 0, high: 1}], output: {name: T, unit: 5}}\n",
+         "exp.yaml: oracle.output.unit: expected a string, got 5"),
+        ("oracle: {expression: x0, variables: [{name: x0, low: 0, high: 1}], output: {name: 3}}\n",
+         "exp.yaml: oracle.output.name: expected a string, got 3"),
+        ("oracle: {expression: x0, variables: [{name: x0, low: 0, high: 1}], output: {name: 'T [s]'}}\n",
+         "exp.yaml: oracle.output.name: 'T [s]' is not a usable name"),
+        ("oracle: {expression: x0, variables: [{name: x0, low: 0, high: 1}], output: {name: x0}}\n",
+         "exp.yaml: oracle.output.name: 'x0' is also a variable's name"),
         ("method: racing\n", "exp.yaml: oracle: missing"),
         ("- oracle\n", "exp.yaml: expected a mapping"),
         ("", "exp.yaml: the file is empty"),
@@ -205,6 +221,23 @@ def test_messages_can_name_command_line_flags():
 def test_is_endpoint_tells_addresses_from_catalog_ids():
     assert is_endpoint("tcp://127.0.0.1:5555") and is_endpoint("ipc:///tmp/rig")
     assert not is_endpoint("feynman/I.8.14") and not is_endpoint("sincos-3-2-2/1")
+
+
+def test_an_expression_can_name_y_and_its_unit(tmp_path):
+    plain = load_experiment(write(tmp_path, GOOD))
+    assert plain.oracle.output == Output("y", "") and "output" not in plain.to_dict()["oracle"]
+    named = load_experiment(write(tmp_path, GOOD.replace("  noise:", "  output: {name: T, unit: s}\n  noise:")))
+    assert named.oracle.output == Output("T", "s")
+    assert named.to_dict()["oracle"]["output"] == {"name": "T", "unit": "s"}
+    unit_only = load_experiment(write(tmp_path, GOOD.replace("  noise:", "  output: {unit: K}\n  noise:")))
+    assert unit_only.oracle.output == Output("y", "K")
+    again = experiment_from_dict(named.to_dict(), source="again", base_dir=tmp_path)
+    assert again.oracle == named.oracle and again.fingerprint() == named.fingerprint()
+    # The simulated oracle describes it, as a rig describes its Output
+    from rcvgp.runner import build_oracle
+
+    with build_oracle(named) as oracle:
+        assert oracle.describe().output == Output("T", "s")
 
 
 def test_to_dict_round_trips(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import html
 import json
 import re
 import shutil
@@ -28,10 +29,11 @@ from conftest import TINY_EXPERIMENT
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The tiny experiment over named variables with units; its seed finds m*v + 5/2 exactly.
+#: The tiny experiment over named variables with units, y named with its unit; its seed finds m*v + 5/2 exactly.
 NAMED = {"oracle": {"expression": "m*v + 2.5",
                     "variables": [{"name": "m", "low": 0.1, "high": 10, "dist": "loguniform", "unit": "kg"},
-                                  {"name": "v", "low": 0.1, "high": 10, "unit": "m/s"}]}}
+                                  {"name": "v", "low": 0.1, "high": 10, "unit": "m/s"}],
+                    "output": {"name": "p", "unit": "kg m/s"}}}
 
 
 @pytest.fixture(scope="module")
@@ -179,11 +181,12 @@ def test_data_is_every_journalled_point_with_names_units_and_requests(finished):
     np.testing.assert_array_equal(data.y, y)
     np.testing.assert_array_equal(data.request, request)
     assert len(data) == finished.result_json["points_measured"] and data.n_requests == finished.result_json["requests"]
-    assert data.variables == ("m", "v") and data.units == ("kg", "m/s") and (data.output, data.output_unit) == ("y", "")
-    assert data.labels == ("m [kg]", "v [m/s]", "y")
+    assert data.variables == ("m", "v") and data.units == ("kg", "m/s")
+    assert (data.output, data.output_unit) == ("p", "kg m/s")
+    assert data.labels == ("m [kg]", "v [m/s]", "p [kg m/s]")
     np.testing.assert_array_equal(data["v"], X[:, 1])
-    np.testing.assert_array_equal(data["y"], y)
-    with pytest.raises(KeyError, match="the columns are m, v, y"):
+    np.testing.assert_array_equal(data["p"], y)
+    with pytest.raises(KeyError, match="the columns are m, v, p"):
         data["w"]
 
 
@@ -193,10 +196,10 @@ def test_export_writes_a_csv_that_reads_back_as_the_journal(finished, tmp_path, 
     assert main(["export", str(folder)]) == 0
     out = capsys.readouterr().out
     target = folder / "measurements.csv"
-    assert out == f"wrote 320 points from 6 requests (m [kg], v [m/s], y) to {target}\n"
+    assert out == f"wrote 320 points from 6 requests (m [kg], v [m/s], p [kg m/s]) to {target}\n"
     with open(target, newline="") as fh:
         rows = list(csv.reader(fh))
-    assert rows[0] == ["request", "m [kg]", "v [m/s]", "y"]
+    assert rows[0] == ["request", "m [kg]", "v [m/s]", "p [kg m/s]"]
     table = np.array([[float(v) for v in row] for row in rows[1:]])
     X, y, request = _journal_points(folder)
     np.testing.assert_array_equal(table[:, 0], request)
@@ -214,7 +217,7 @@ def test_export_writes_npz_arrays_where_told(finished, tmp_path, capsys):
         np.testing.assert_array_equal(saved["y"], y)
         np.testing.assert_array_equal(saved["request"], request)
         assert list(saved["variables"]) == ["m", "v"] and list(saved["units"]) == ["kg", "m/s"]
-        assert str(saved["output"]) == "y" and str(saved["output_unit"]) == ""
+        assert str(saved["output"]) == "p" and str(saved["output_unit"]) == "kg m/s"
     assert main(["export", str(finished.output), "--format", "npz", "--output", str(tmp_path)]) == 0
     assert (tmp_path / "measurements.npz").exists()
 
@@ -301,8 +304,14 @@ def test_read_back_set_points_are_exported_beside_those_asked(tmp_path):
 
 def test_declared_units_are_in_result_json_and_the_summary(finished):
     saved = json.loads((finished.output / "result.json").read_text())
-    assert saved["units"] == {"m": "kg", "v": "m/s"} and saved["output_name"] == "y" and saved["output_unit"] == ""
-    assert "  variables    m [kg], v [m/s] -> y\n" in (finished.output / "summary.txt").read_text()
+    assert saved["units"] == {"m": "kg", "v": "m/s"} and saved["output_name"] == "p" and saved["output_unit"] == "kg m/s"
+    assert "  variables    m [kg], v [m/s] -> p [kg m/s]\n" in (finished.output / "summary.txt").read_text()
+
+
+def test_the_report_names_y_as_the_experiment_declares_it(finished, tmp_path):
+    from rcvgp.report import render_report  # matplotlib is a test dependency
+
+    assert html.escape("m [kg], v [m/s] -> p [kg m/s]") in render_report(finished.output)
 
 
 def test_the_summary_names_the_measured_quantity_with_its_unit():
