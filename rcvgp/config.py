@@ -199,7 +199,9 @@ def is_endpoint(text: str) -> bool:
     return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text) is not None
 
 
-def load_experiment(path: str | Path, overrides: Mapping[str, Any] | None = None) -> ExperimentConfig:
+def load_experiment(
+    path: str | Path, overrides: Mapping[str, Any] | None = None, *, check_key_files: bool = True
+) -> ExperimentConfig:
     """Read and validate an experiment file.
 
     Parameters
@@ -210,6 +212,10 @@ def load_experiment(path: str | Path, overrides: Mapping[str, Any] | None = None
         Values that take precedence over the file's (command-line flags), keyed by dotted key
         path, e.g. ``{"seed": 3, "output": "runs/x"}``. A relative ``output`` here is taken
         relative to the current folder.
+    check_key_files : bool
+        Whether the CurveZMQ key files (``oracle.server_key``, ``oracle.client_key``) must exist.
+        False reads the settings of a finished run, which needs no connection: a run folder
+        copied to another machine without its keys still loads.
 
     Raises
     ------
@@ -239,7 +245,7 @@ def load_experiment(path: str | Path, overrides: Mapping[str, Any] | None = None
     data = _with_overrides(data, overrides or {})
     return experiment_from_dict(
         data, source=label, base_dir=p.resolve().parent, default_name=p.stem,
-        output_base=Path.cwd() if overrides and "output" in overrides else None,
+        output_base=Path.cwd() if overrides and "output" in overrides else None, check_key_files=check_key_files,
     )
 
 
@@ -250,6 +256,8 @@ def experiment_from_dict(
     default_name: str = "experiment",
     key_names: Mapping[str, str] | None = None,
     output_base: str | Path | None = None,
+    *,
+    check_key_files: bool = True,
 ) -> ExperimentConfig:
     """Validate an experiment given as a mapping (the parsed YAML).
 
@@ -267,8 +275,11 @@ def experiment_from_dict(
         How to call a key in messages, e.g. ``{"seed": "--seed"}`` when values came from flags.
     output_base : path, optional
         Folder a relative ``output`` is taken from (default: ``base_dir``).
+    check_key_files : bool
+        Whether the CurveZMQ key files must exist (see :func:`load_experiment`).
     """
-    ctx = _Context(source, Path(base_dir) if base_dir is not None else Path.cwd(), dict(key_names or {}))
+    ctx = _Context(source, Path(base_dir) if base_dir is not None else Path.cwd(), dict(key_names or {}),
+                   check_key_files)
     top = ctx.mapping(data, "", _TOP_KEYS)
     if "oracle" not in top:
         raise ctx.error("oracle", "missing; say which oracle to question with `oracle: {catalog: ID}`, "
@@ -331,10 +342,11 @@ def experiment_from_dict(
 class _Context:
     """Where the values came from, to prefix messages; plus the type checks."""
 
-    def __init__(self, source: str, base_dir: Path, key_names: dict[str, str]) -> None:
+    def __init__(self, source: str, base_dir: Path, key_names: dict[str, str], check_key_files: bool = True) -> None:
         self.source = source
         self.base_dir = base_dir
         self.key_names = key_names
+        self.check_key_files = check_key_files
 
     def error(self, key: str, message: str) -> ConfigError:
         shown = self.key_names.get(key, key)
@@ -406,11 +418,12 @@ class _Context:
         return value
 
     def path(self, value: Any, key: str) -> Path:
+        """A key file's path, relative to the experiment's folder; it must exist unless told otherwise."""
         if not isinstance(value, str) or not value.strip():
             raise self.error(key, f"expected a file path, got {_describe(value)}")
         p = Path(value).expanduser()
         p = p if p.is_absolute() else self.base_dir / p
-        if not p.is_file():
+        if self.check_key_files and not p.is_file():
             raise self.error(key, f"no such file {str(p)!r}; create the keys with `rcvgp keys` or fix the path")
         return p
 

@@ -171,7 +171,8 @@ class RunReport:
 
 def load_run(run_dir: str | Path) -> RunReport:
     """Read a run back from its output folder (``result.json``, ``experiment.yaml``, and the
-    journal for :meth:`RunReport.data`).
+    journal for :meth:`RunReport.data`). It needs no connection, so the CurveZMQ key files the
+    experiment names need not be there (a folder copied to another machine loads).
 
     Reading the law evaluates the text of ``result.json`` (as ``sympy.sympify`` does): load only
     runs you trust.
@@ -191,7 +192,7 @@ def load_run(run_dir: str | Path) -> RunReport:
     from rcvgp.config import load_experiment
 
     try:
-        config = load_experiment(folder / EXPERIMENT_NAME)
+        config = load_experiment(folder / EXPERIMENT_NAME, check_key_files=False)
     except ConfigError as exc:
         raise RunFolderError(str(exc)) from None
     counts: dict[str, Any] = data["journal"] if isinstance(data.get("journal"), dict) else {}

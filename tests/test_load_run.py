@@ -344,3 +344,38 @@ def test_the_readme_python_example_runs(tmp_path):
     assert isinstance(run, RunReport) and run.law == made.law
     np.testing.assert_array_equal(run.predict(X), made.predict(X))
     assert len(namespace["data"]) == made.result_json["points_measured"]  # type: ignore[arg-type]
+
+
+# -- a run folder away from its key files ---------------------------------------------------------------
+
+
+@pytest.mark.skipif(not __import__("zmq").has("curve"), reason="libzmq without CURVE")
+def test_a_run_folder_copied_without_its_key_files_loads_reports_and_exports(write_experiment, tmp_path, capsys):
+    import zmq.auth
+
+    from rcvgp.report import REPORT_NAME
+    from rcvgp.simulate import SimulatedOracle
+    from rcvgp.transport.server import OracleServer
+
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    zmq.auth.create_certificates(str(keys), "server")
+    zmq.auth.create_certificates(str(keys), "client")
+    served = SimulatedOracle.from_expression("x0*x1 + 2.5", TINY_EXPERIMENT["oracle"]["variables"])
+    with OracleServer(served, "tcp://127.0.0.1:*", curve_secret_key=keys / "server.key_secret") as server:
+        path = write_experiment(oracle={"endpoint": server.endpoint, "expression": None, "variables": None,
+                                        "server_key": "keys/server.key", "client_key": "keys/client.key_secret"})
+        made = run_experiment(load_experiment(path), notes=None, handle_signals=False)
+    copy = tmp_path / "elsewhere" / "tiny"
+    shutil.copytree(made.output, copy)
+    shutil.rmtree(keys)  # as on another machine: the experiment names key files that are not there
+
+    loaded = load_run(copy)
+    assert loaded.law == made.law and loaded.result == made.result
+    assert loaded.config.oracle.server_key == keys / "server.key" and loaded.config.fingerprint() == made.config.fingerprint()
+    assert main(["report", str(copy)]) == 0 and (copy / REPORT_NAME).exists()
+    assert main(["export", str(copy)]) == 0 and (copy / "measurements.csv").exists()
+    assert capsys.readouterr().err == ""
+    # Starting or resuming the run needs a connection, and so its keys
+    with pytest.raises(ConfigError, match=r"oracle\.server_key: no such file .*server\.key'; create the keys"):
+        load_experiment(copy / "experiment.yaml")
