@@ -16,7 +16,6 @@ import base64
 import datetime
 import html
 import io
-import json
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,8 +27,8 @@ import numpy as np
 from rcvgp.errors import MissingExtra
 from rcvgp.journal import column_label
 from rcvgp.runner import (
-    HISTORY_NAME, RESULT_NAME, TEST_POINTS_NAME, _noise_text, _num, _schedule_text, _variables_text, read_result,
-    write_atomic,
+    HISTORY_NAME, RESULT_NAME, TEST_POINTS_NAME, _noise_text, _num, _read_history, _schedule_text, _variables_text,
+    read_result, write_atomic,
 )
 
 if TYPE_CHECKING:
@@ -104,21 +103,6 @@ def _need_matplotlib() -> None:
         import matplotlib  # noqa: F401
     except ImportError:
         raise MissingExtra(PLOT_EXTRA_HINT) from None
-
-
-def _read_history(path: Path) -> list[dict[str, Any]]:
-    """The generations in ``history.jsonl``; a torn last line (a killed run) is left out."""
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("schedules"), list):
-            out.append(record)
-    return out
 
 
 class _TestPoints:
@@ -372,8 +356,9 @@ def _residual_caption(data: dict[str, Any]) -> str:
 
 def _points_caption(data: dict[str, Any], history: list[dict[str, Any]]) -> str:
     replayed = (data.get("journal") or {}).get("replayed_points")
-    note = (f" The run was resumed: {replayed:,} points were replayed from the journal, and the times are those "
-            "of the resumed run." if replayed else "")
+    note = (f" The run was resumed: {replayed:,} points were replayed from the journal; the generations the "
+            "interrupted run finished keep its times, and the resumed run's continue from them (the replay is not "
+            "counted)." if replayed else "")
     return ("Points measured as the search went, one dot per generation (dotted lines: a new round). The last "
             "step is the final fit, validation and test points, measured after the search." + note)
 
@@ -733,9 +718,10 @@ def _points_figure(history: list[dict[str, Any]], data: dict[str, Any]) -> Figur
         fig = _figure(7.4, 3.2)
         ax = fig.add_subplot()
         end_s, end_p = data.get("wall_seconds"), data.get("points_measured")
+        offset = float((data.get("journal") or {}).get("seconds_offset") or 0)  # a resumed run's, as in the history
         xs, ys = seconds, points
-        if end_s is not None and end_p is not None and float(end_s) >= seconds[-1]:
-            xs, ys = np.append(seconds, float(end_s)), np.append(points, float(end_p))
+        if end_s is not None and end_p is not None and float(end_s) + offset >= seconds[-1]:
+            xs, ys = np.append(seconds, float(end_s) + offset), np.append(points, float(end_p))
         ax.step(xs, ys, where="post", color="#3e7cb1", lw=1.4)
         ax.scatter(seconds, points, s=10, color="#3e7cb1", zorder=3)
         if len(xs) > len(seconds):

@@ -82,6 +82,7 @@ HISTORY_NAME = "history.jsonl"
 TEST_POINTS_NAME = "test_points.csv"
 #: The keys of each line of ``history.jsonl`` (one line per generation).
 HISTORY_FIELDS = ("round", "n_rounds", "generation", "best_nmse", "schedules", "points", "requests", "seconds")
+_SAME_GENERATION = ("round", "generation", "points", "requests")  # a replayed line is the journalled run's line
 _RUN_FILES = (JOURNAL_NAME, RESULT_NAME, SUMMARY_NAME, EXPERIMENT_NAME, HISTORY_NAME, TEST_POINTS_NAME)
 _PRETTY_WIDTH = 100  # widest pretty-printed expression the summary shows
 _FRONT_SHOWN = 8  # entries of the Pareto front the summary lists
@@ -375,14 +376,18 @@ def run_experiment(
     except BaseException:
         oracle.close()
         raise
-    # A resumed search replays every generation from the journal: its history starts afresh.
+    # A resumed search replays every generation from the journal: its history is written afresh,
+    # with the times the interrupted run recorded (read before the file is emptied).
+    clock = _HistoryClock(_read_history(output / HISTORY_NAME) if resume else [])
     with journal, open(output / HISTORY_NAME, "w", encoding="utf-8") as history, \
             _stop_requests(handle_signals, notes) as stop:
 
         def on_progress(p: Progress) -> bool:
             journal.checkpoint()  # what was measured so far is on the search's path
             if not p.message:
-                history.write(json.dumps(history_record(p), allow_nan=False) + "\n")
+                record = history_record(p)
+                record["seconds"] = clock.seconds(record, p.elapsed)
+                history.write(json.dumps(record, allow_nan=False) + "\n")
                 history.flush()  # a killed run keeps the generations it finished
             wanted = bool(progress(p)) if progress is not None else False
             return wanted or stop.is_set()
@@ -395,7 +400,7 @@ def run_experiment(
                 raise
             raise ConfigError(f"{config.source}: {exc}") from exc
         stats = journal.stats
-    data = _result_data(config, result, spec, oracle, stats, output)
+    data = _result_data(config, result, spec, oracle, stats, output, seconds_offset=clock.offset)
     if result.test_points is not None:
         write_atomic(output / TEST_POINTS_NAME, _test_points_csv(result, [v.name for v in spec.variables]))
     _write_result(output, data)
@@ -404,8 +409,9 @@ def run_experiment(
 
 def history_record(p: Progress) -> dict[str, Any]:
     """One line of ``history.jsonl``: a generation's round, the race (population and best loss
-    per schedule), the best NMSE so far, and the points, requests and seconds spent by then.
-    Strict JSON: a loss that is not finite is null."""
+    per schedule), the best NMSE so far, and the points, requests and seconds spent by then
+    (the search's clock; :func:`run_experiment` continues an interrupted run's times on a
+    resumed one). Strict JSON: a loss that is not finite is null."""
     record = {
         "round": p.round,
         "n_rounds": p.n_rounds,
@@ -420,6 +426,47 @@ def history_record(p: Progress) -> dict[str, Any]:
         "seconds": round(p.elapsed, 3),
     }
     return _json_ready(record)  # type: ignore[no-any-return]
+
+
+class _HistoryClock:
+    """The ``seconds`` of ``history.jsonl`` on a resumed run.
+
+    The search replays the journalled generations (quickly: nothing is measured) before it goes
+    on. Those keep the times the interrupted run recorded, and the later ones continue from the
+    last of them (:attr:`offset` is added to the resumed search's clock), so that the history
+    reads as one run's: neither the replay nor the interrupted run's unfinished generation is
+    counted. A run that is not resumed has no earlier lines and an offset of 0.
+    """
+
+    def __init__(self, earlier: list[dict[str, Any]]) -> None:
+        self._earlier = list(reversed(earlier))  # popped from the end, first line first
+        self.offset = 0.0
+
+    def seconds(self, record: dict[str, Any], elapsed: float) -> float:
+        """The time to write in ``record``, the line of the generation the search reached at ``elapsed``."""
+        if self._earlier:
+            old = self._earlier.pop()
+            then = old.get("seconds")
+            if isinstance(then, (int, float)) and all(old.get(k) == record[k] for k in _SAME_GENERATION):
+                self.offset = float(then) - elapsed
+                return float(then)
+            self._earlier = []  # not the journalled run's path (a damaged history): go on from the last match
+        return round(elapsed + self.offset, 3)
+
+
+def _read_history(path: Path) -> list[dict[str, Any]]:
+    """The generations in ``history.jsonl``; a torn last line (a killed run) is left out."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("schedules"), list):
+            out.append(record)
+    return out
 
 
 def _test_points_csv(result: SearchResult, names: list[str]) -> str:
@@ -651,6 +698,7 @@ def _result_data(
     oracle: DataOracle,
     stats: JournalStats,
     output: Path,
+    seconds_offset: float = 0.0,
 ) -> dict[str, Any]:
     import sympy
 
@@ -677,7 +725,7 @@ def _result_data(
         output_unit=spec.output.unit,
         exact=exact,
         truth=truth_text,
-        journal={"path": str(output / JOURNAL_NAME), **stats.to_dict()},
+        journal={"path": str(output / JOURNAL_NAME), **stats.to_dict(), "seconds_offset": round(seconds_offset, 3)},
         output=str(output),
         experiment_file=config.source,
         rcvgp_version=__version__,

@@ -87,16 +87,36 @@ def test_the_law_s_schedule_ran_in_the_race(finished):
     assert json.dumps(report.result_json["schedule"]) in raced
 
 
-def test_a_resumed_run_writes_its_history_afresh(finished, tmp_path):
+def test_a_resumed_run_writes_its_history_afresh_with_the_times_it_took(finished, tmp_path):
     report, _ = finished
     copy = tmp_path / "tiny"
     shutil.copytree(report.output, copy)
     config = load_experiment(copy / "experiment.yaml", overrides={"output": str(copy)})
     again = run_experiment(config, resume=True, notes=None, handle_signals=False)
     assert again.journal.live_points == 0
-    keys = ("round", "generation", "schedules", "points", "requests")
-    before, after = history(report.output), history(copy)
-    assert [{k: line[k] for k in keys} for line in after] == [{k: line[k] for k in keys} for line in before]
+    assert history(copy) == history(report.output)  # every generation replayed: the times are the run's own
+
+
+def test_a_resumed_run_s_history_continues_the_interrupted_run_s_times(write_experiment):
+    path = write_experiment()
+    stopped = run_experiment(load_experiment(path), progress=lambda p: True, notes=None,
+                             handle_signals=False)  # stops after its first generation
+    assert stopped.interrupted
+    folder = stopped.output
+    slow = [dict(line, seconds=line["seconds"] + 1000) for line in history(folder)]  # as on a slow rig
+    (folder / HISTORY_NAME).write_text("".join(json.dumps(line) + "\n" for line in slow))
+    resumed = run_experiment(load_experiment(path), resume=True, notes=None, handle_signals=False)
+    lines = history(folder)
+    assert lines[: len(slow)] == slow  # the generations the interrupted run finished keep its times
+    later = lines[len(slow):]
+    assert later and later[0]["seconds"] >= slow[-1]["seconds"]  # the resumed run's go on from them
+    assert all(b["seconds"] >= a["seconds"] for a, b in zip(lines, lines[1:]))
+    # result.json says what the history adds to the resumed run's clock, so the report's last
+    # step (the final fit, at wall_seconds) comes after the last generation
+    offset = resumed.result_json["journal"]["seconds_offset"]
+    assert all(0 <= line["seconds"] - offset <= resumed.result_json["wall_seconds"] + 1e-3 for line in later)
+    assert stopped.result_json["journal"]["seconds_offset"] == 0
+    assert "the replay is not counted" in write_report(folder).read_text()
 
 
 # -- test_points.csv ------------------------------------------------------------------------------
