@@ -15,7 +15,8 @@ its best expression so far and is marked ``timed_out``.
 :func:`run_benchmark` sends tasks to any :class:`concurrent.futures.Executor` (by default a
 process pool; a Dask ``distributed`` client's ``get_executor()`` spreads them over a cluster),
 appends each finished record as one JSON line to ``runs.jsonl`` in the output folder -- the resume
-state: a task already there is not run again -- and at the end writes ``summary.json``,
+state: a task already there is not run again -- appends each run that raised to ``errors.jsonl``
+(with its traceback; it runs again next time), and at the end writes ``summary.json``,
 ``runs.csv`` and ``summary.csv`` atomically. :func:`summarize` and :func:`format_table` turn
 records into the per-group table, beside the paper's Racing-CVGP numbers
 (:data:`PAPER_RACING_NMSE`).
@@ -33,6 +34,7 @@ import math
 import os
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
@@ -46,6 +48,7 @@ from rcvgp.search.base import METHODS, SearchConfig
 
 __all__ = [
     "RUNS_NAME",
+    "ERRORS_NAME",
     "SUMMARY_JSON_NAME",
     "RUNS_CSV_NAME",
     "SUMMARY_CSV_NAME",
@@ -71,6 +74,7 @@ __all__ = [
 
 #: File names inside the output folder.
 RUNS_NAME = "runs.jsonl"
+ERRORS_NAME = "errors.jsonl"  # the runs of the last call that raised: their error and traceback
 SUMMARY_JSON_NAME = "summary.json"
 RUNS_CSV_NAME = "runs.csv"
 SUMMARY_CSV_NAME = "summary.csv"
@@ -431,7 +435,10 @@ def run_benchmark(
         A Dask ``distributed.Client(...).get_executor()`` runs them on a cluster.
     out_dir : str or Path
         The output folder (created if needed): ``runs.jsonl`` (one line per finished run,
-        flushed as each run ends), then ``summary.json``, ``runs.csv`` and ``summary.csv``.
+        flushed as each run ends), ``errors.jsonl`` (one line per run of this call that raised:
+        ``id``, ``group``, ``method``, ``seed``, ``error`` and ``traceback``; no file when none
+        did), then ``summary.json`` (with the count of runs that ``failed``), ``runs.csv`` and
+        ``summary.csv``.
     progress : callable, optional
         Called in this process as ``progress(record, n_done, n_total)`` for each run that
         finishes here (a record with an ``error`` key is a run that raised).
@@ -442,8 +449,9 @@ def run_benchmark(
     -------
     list of dict
         The records of ``tasks`` in task order: read back from ``runs.jsonl`` for runs finished
-        earlier, new for the others. Runs that raised are printed through ``progress`` but
-        neither saved nor returned, so that a later call retries them.
+        earlier, new for the others. Runs that raised are printed through ``progress`` and
+        logged in ``errors.jsonl``, but neither saved in ``runs.jsonl`` nor returned, so that a
+        later call retries them.
 
     Raises
     ------
@@ -459,7 +467,8 @@ def run_benchmark(
     tasks = list(dict.fromkeys(tasks))
     done = {_record_key(r): r for r in read_records(runs_path)}
     todo = [t for t in tasks if t.key not in done]  # as pending_tasks()
-    n_total, n_done = len(todo), 0
+    n_total, n_done, n_failed = len(todo), 0, 0
+    (out / ERRORS_NAME).unlink(missing_ok=True)  # an earlier call's failures run again now
     _STOP.clear()
     interrupted = False
     with single_threaded_children() if executor is None else nullcontext():
@@ -485,6 +494,9 @@ def run_benchmark(
                         if "error" not in record:
                             append(record)
                             done[_record_key(record)] = record
+                        else:
+                            n_failed += 1
+                            _log_error(out / ERRORS_NAME, record)
                         if progress is not None:
                             progress(record, n_done, n_total)
                 except KeyboardInterrupt:
@@ -497,7 +509,7 @@ def run_benchmark(
             if own_pool is not None:
                 own_pool.shutdown(wait=not interrupted, cancel_futures=True)
     records = [done[t.key] for t in tasks if t.key in done]
-    _write_tables(out, records, interrupted=interrupted, n_tasks=len(tasks))
+    _write_tables(out, records, interrupted=interrupted, n_tasks=len(tasks), failed=n_failed)
     if interrupted:
         raise BenchmarkInterrupted(records)
     return records
@@ -698,7 +710,8 @@ def _outcome(future: cf.Future[dict[str, Any]], task: BenchTask) -> dict[str, An
         from rcvgp.benchmarks import get_benchmark
 
         return {"id": task.bench_id, "group": get_benchmark(task.bench_id).group, "method": task.method,
-                "seed": task.seed, "error": f"{type(exc).__name__}: {exc}"}
+                "seed": task.seed, "error": f"{type(exc).__name__}: {exc}",
+                "traceback": "".join(traceback.format_exception(exc))}  # a worker's own is in its cause
     if record.get("stopped") == "interrupted":  # stopped before its end: not a finished run
         return {"id": record["id"], "group": record["group"], "method": record["method"], "seed": record["seed"],
                 "error": "stopped by an interrupt before it finished; not saved (it runs again next time)"}
@@ -730,11 +743,12 @@ def _wind_down(futures: Mapping[cf.Future[dict[str, Any]], BenchTask],
     return finished
 
 
-def _write_tables(out: Path, records: list[dict[str, Any]], *, interrupted: bool, n_tasks: int) -> None:
+def _write_tables(out: Path, records: list[dict[str, Any]], *, interrupted: bool, n_tasks: int,
+                  failed: int = 0) -> None:
     from rcvgp import __version__
 
     rows = summarize(records)
-    summary = {"rcvgp_version": __version__, "tasks": n_tasks, "finished": len(records),
+    summary = {"rcvgp_version": __version__, "tasks": n_tasks, "finished": len(records), "failed": failed,
                "interrupted": interrupted, "summary": rows, "runs": records}
     write_atomic(out / SUMMARY_JSON_NAME, json.dumps(summary, indent=1, allow_nan=False) + "\n")
     write_atomic(out / RUNS_CSV_NAME, _csv(records, RECORD_FIELDS))
@@ -750,6 +764,15 @@ def _csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
                          json.dumps(row[c], sort_keys=True) if isinstance(row.get(c), (dict, list)) else row[c]
                          for c in columns])
     return buffer.getvalue()
+
+
+def _log_error(path: Path, record: Mapping[str, Any]) -> None:
+    """Add a failed run's record to ``errors.jsonl``, on disk before the next run ends."""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({k: record.get(k) for k in ("id", "group", "method", "seed", "error", "traceback")},
+                            default=str) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 @contextmanager

@@ -355,3 +355,61 @@ def test_bench_command_refuses_unknown_names_with_exit_2(flags: list[str], messa
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
+
+
+# -- runs that fail ---------------------------------------------------------------------------------
+
+
+def _failing_runs(monkeypatch: pytest.MonkeyPatch, fail: set[str]) -> None:
+    """Runs in threads of this process (so that the patch reaches them); the methods in ``fail``
+    raise at once, the others return a made-up record without searching."""
+    import rcvgp.bench
+
+    def run_task(task: BenchTask) -> dict[str, Any]:
+        if task.method in fail:
+            raise RuntimeError(f"the {task.method} search fell over")
+        return {**record("sincos-3-2-2", task.method, 1e-9, True, 1.0, 100), "id": task.bench_id,
+                "noise": task.noise, "time_cap": task.time_cap, "settings": dict(task.settings), "rescale": None}
+
+    monkeypatch.setattr(rcvgp.bench, "run_task", run_task)
+    monkeypatch.setattr(rcvgp.bench, "process_pool", ThreadPoolExecutor)
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_bench_command_says_in_one_line_that_every_run_failed_and_exits_1(
+        quiet: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    _failing_runs(monkeypatch, {"gp", "racing"})
+    out = tmp_path / "results"
+    argv = ["bench", "--ids", "sincos-3-2-2/1", "--methods", "gp,racing", "--seeds", "2", "--out", str(out)]
+    assert main([*argv, "--quiet"] if quiet else argv) == ExitCode.FAILED
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no table of headers alone
+    last = captured.err.splitlines()[-1]
+    assert last == (f"rcvgp bench: every run failed (4 of 4), so there is no table; their errors are in "
+                    f"{out / 'errors.jsonl'} (one line per run, with its traceback)")
+    assert len(captured.err.splitlines()) == (1 if quiet else 6)  # the start, the four runs, that line
+    errors = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
+    assert sorted((e["method"], e["seed"]) for e in errors) == [("gp", 0), ("gp", 1), ("racing", 0), ("racing", 1)]
+    assert all(e["id"] == "sincos-3-2-2/1" and e["error"] == f"RuntimeError: the {e['method']} search fell over"
+               and "Traceback" in e["traceback"] for e in errors)
+    assert json.loads((out / "summary.json").read_text())["failed"] == 4
+    assert read_records(out / RUNS_NAME) == []  # nothing saved: they run again next time
+
+
+def test_bench_command_names_the_runs_that_failed_beside_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    _failing_runs(monkeypatch, {"racing"})
+    out = tmp_path / "results"
+    argv = ["bench", "--ids", "sincos-3-2-2/1", "--methods", "gp,racing", "--out", str(out), "--quiet"]
+    assert main(argv) == ExitCode.OK
+    captured = capsys.readouterr()
+    header, row = captured.out.splitlines()
+    assert row.split()[:3] == ["sincos-3-2-2", "gp", "1"]
+    assert captured.err == (f"rcvgp bench: 1 run(s) failed and are not in the table; their errors are in "
+                            f"{out / 'errors.jsonl'} (they run again next time)\n")
+    assert len((out / "errors.jsonl").read_text().splitlines()) == 1
+
+    _failing_runs(monkeypatch, set())  # the failed run again, now without a fault: no errors left
+    assert main(argv) == ExitCode.OK
+    assert capsys.readouterr().err == "" and not (out / "errors.jsonl").exists()
+    assert json.loads((out / "summary.json").read_text())["failed"] == 0

@@ -4,8 +4,10 @@ points per group and method, beside the paper's Racing-CVGP numbers).
 
 The work is :func:`rcvgp.bench.run_benchmark`: results go to ``--out`` (``runs.jsonl``, one line
 per finished run, which makes the command resumable: run it again and finished runs are skipped;
-then ``summary.json``, ``runs.csv`` and ``summary.csv``). Progress is one line per finished run
-on stderr. An unknown group, id or method is one line on stderr and exit status 2; Ctrl-C (or
+then ``summary.json``, ``runs.csv`` and ``summary.csv``; ``errors.jsonl`` for runs that raised).
+Progress is one line per finished run on stderr. When every run fails there is no table: one line
+on stderr says how many failed and where their errors are, and the exit status is 1. An unknown
+group, id or method is one line on stderr and exit status 2; Ctrl-C (or
 SIGTERM) stops starting runs, ends the running ones, keeps the finished ones, prints their table
 and exits with 130.
 """
@@ -48,8 +50,11 @@ runs are skipped (a run is the same when its id, method, seed, noise, --rescale,
 search settings are). To spread the runs over a cluster, call rcvgp.bench.run_benchmark with a
 Dask executor (benchmarks/README.md).
 
-exit status: 0 done, 2 bad flag or unknown group/id/method, 130 interrupted by Ctrl-C or SIGTERM
-(finished runs kept)."""
+A run that fails (raises) is left out of the table, its error and traceback written to
+DIR/errors.jsonl; it runs again next time.
+
+exit status: 0 done, 1 every run failed (no table; the errors in DIR/errors.jsonl), 2 bad flag or
+unknown group/id/method, 130 interrupted by Ctrl-C or SIGTERM (finished runs kept)."""
 
 
 def register(subparsers: Any) -> None:
@@ -100,8 +105,8 @@ def register(subparsers: Any) -> None:
 def run_bench(args: argparse.Namespace) -> int:
     """Build the tasks (every name checked first), run them, print the table."""
     from rcvgp.bench import (
-        SUMMARY_JSON_NAME, BenchmarkInterrupted, format_record, format_table, make_tasks, pending_tasks,
-        run_benchmark, select_benchmarks, summarize,
+        ERRORS_NAME, SUMMARY_JSON_NAME, BenchmarkInterrupted, format_record, format_table, make_tasks,
+        pending_tasks, run_benchmark, select_benchmarks, summarize,
     )  # fmt: skip
     from rcvgp.benchmarks import list_groups
     from rcvgp.cli import ExitCode
@@ -117,8 +122,11 @@ def run_bench(args: argparse.Namespace) -> int:
                        workers=workers)
     out = Path(args.out)
     started = time.monotonic()
+    failed = 0
 
     def show(record: dict[str, Any], n_done: int, n_total: int) -> None:
+        nonlocal failed
+        failed += "error" in record
         if not args.quiet:
             elapsed = time.monotonic() - started
             print(f"{format_record(record, n_done, n_total)}   [{elapsed:.0f} s]", file=sys.stderr, flush=True)
@@ -139,14 +147,23 @@ def run_bench(args: argparse.Namespace) -> int:
         for record in records:
             print(format_record(record))
         print()
+    every_run_failed = failed > 0 and not records
     if args.json:
         print((out / SUMMARY_JSON_NAME).read_text(encoding="utf-8"), end="")
-    else:
+    elif not every_run_failed:  # a table of headers alone would say nothing
         print(format_table(summarize(records)))
     sys.stdout.flush()
+    errors = out / ERRORS_NAME
+    if every_run_failed and not interrupted:
+        print(f"rcvgp bench: every run failed ({failed} of {len(tasks)}), so there is no table; their errors "
+              f"are in {errors} (one line per run, with its traceback)", file=sys.stderr)
+        return int(ExitCode.FAILED)
     if not args.quiet:
         print(f"rcvgp bench: {len(records)} of {len(tasks)} run(s) finished; "
               f"{out / 'summary.json'}, runs.csv, summary.csv, runs.jsonl", file=sys.stderr)
+    if failed:
+        print(f"rcvgp bench: {failed} run(s) failed and are not in the table; their errors are in {errors} "
+              "(they run again next time)", file=sys.stderr)
     if interrupted:
         print("rcvgp bench: interrupted; run the same command again to continue", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
