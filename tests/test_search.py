@@ -18,7 +18,7 @@ from rcvgp.evaluate import evaluate
 from rcvgp.metrics import is_exact
 from rcvgp.oracle import CallableOracle, OracleSpec, Variable
 from rcvgp.search import METHODS, Progress, SearchConfig, SearchResult, run_search
-from rcvgp.search.engine import Individual, Run, StopSearch, _survivors, inherited_constants, summary_constants
+from rcvgp.search.engine import Individual, Run, StopSearch, inherited_constants, summary_constants
 from rcvgp.search.racing import _split
 from rcvgp.simulate import SimulatedOracle
 from rcvgp.tree import Expr
@@ -638,25 +638,3 @@ def test_the_law_s_constants_are_measured_to_the_precision_asked_for() -> None:
     noiseless = run(0.0, precision=1e-5)
     assert noiseless.constants_error is None and noiseless.points_measured == coarse.points_measured
     assert SearchResult.from_dict(fine.to_dict()).constants_error == fine.constants_error
-
-
-def test_schedules_at_the_noise_floor_share_the_places_in_turn() -> None:
-    """Fits at the floor cannot be told apart by the data: when there are more than places, each
-    schedule that reached the floor keeps some (its smallest trees), rather than the one with
-    the smallest trees taking all; below the floor the best go on, as always."""
-    easy, hard = frozenset({1, 2}), frozenset({0, 2})
-
-    def ind(tokens: tuple[str, ...], held: frozenset[int], loss: float) -> Individual:
-        return Individual(Expr(tokens), held, (held,), FitResult(np.full(2, loss), np.ones((2, 1)), 1))
-
-    small = [ind(("add",) * k + ("mul", "c", "x0") + ("c",) * k, easy, 0.0) for k in range(6)]
-    big = [ind(("add",) * k + ("sin", "mul", "c", "x1") + ("c",) * k, hard, 0.0) for k in range(2, 5)]
-    poor = [ind(("mul", "c", "x1"), hard, 0.5)]
-    out = _survivors(small + big + poor, 6)
-    assert sorted(len(i.expr) for i in out if i.controlled == hard) == [8, 10, 12]  # all three hard ones
-    assert [len(i.expr) for i in out if i.controlled == easy] == [3, 5, 7]  # the smallest easy ones
-    assert [len(i.expr) for i in out] == sorted(len(i.expr) for i in out)  # still best (smallest) first
-    # fewer at the floor than places: the best as ranked, the poor fit last
-    assert _survivors(small[:2] + big[:1] + poor, 6)[-1] is poor[0]
-    # one schedule alone: the smallest trees
-    assert [len(i.expr) for i in _survivors(small, 3)] == [3, 5, 7]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
-import itertools
 import math
 import sys
 import time
@@ -315,23 +314,6 @@ def _rank(pop: Iterable[Individual]) -> list[Individual]:
     return sorted(seen.values(), key=_rank_key)
 
 
-def _survivors(pop: Iterable[Individual], size: int) -> list[Individual]:
-    """The ``size`` best (:func:`_rank`), except that when more fits reach the noise floor than
-    there are places, the schedules that reached it share the places in turn, each with its
-    smallest trees first: the data cannot tell those fits apart, so tree size alone must not
-    hand every place to the schedule whose first steps are easiest (a variable that enters
-    linearly) and end the race among the others."""
-    ranked = _rank(pop)
-    at_floor = [ind for ind in ranked if ind.score == 0]
-    if len(at_floor) <= size:
-        return ranked[:size]
-    queues: dict[tuple[frozenset[int], ...], list[Individual]] = {}
-    for ind in at_floor:
-        queues.setdefault(ind.schedule, []).append(ind)
-    turns = [ind for column in itertools.zip_longest(*queues.values()) for ind in column if ind is not None]
-    return sorted(turns[:size], key=_rank_key)
-
-
 def _rank_key(ind: Individual) -> tuple[float, int]:
     """Lowest score first; among fits at the noise floor (or rounding, with no noise: score 0)
     the smaller tree, which stops expressions from bloating with parts that fit only the noise."""
@@ -503,7 +485,7 @@ class Run:
                     )
             offspring = self.individuals(drafts)
             self.check_time()
-            pop = _survivors(pop + offspring, size)
+            pop = _rank(pop + offspring)[:size]
             self.current = pop
             self.record(pop)
             self.report(gen + 1, pop)

@@ -27,7 +27,7 @@ from dataclasses import replace
 from rcvgp.errors import BudgetExhausted, ConfigError
 from rcvgp.oracle import DataOracle
 from rcvgp.search.base import METHODS, ProgressCallback, SearchConfig, SearchResult
-from rcvgp.search.engine import Individual, Run, StopSearch, _survivors
+from rcvgp.search.engine import Individual, Run, StopSearch, _rank
 from rcvgp.search.fitting import worker_pool
 
 __all__ = ["run_search", "racing_cvgp", "cvgp", "cvgp_all", "gp"]
@@ -73,7 +73,7 @@ def _schedule_rounds(run: Run, pools: list[frozenset[int]], choose: Callable[[Ru
         if r > 0:
             run.lab.new_round()
             pop = run.refit(pop)
-        pop = _survivors(run.evolve(pop, gens[r]), cfg.population)
+        pop = _rank(run.evolve(pop, gens[r]))[: cfg.population]
         run.current = pop
         if r == run.n_rounds - 1:
             break
@@ -110,7 +110,7 @@ def cvgp_all(run: Run) -> None:
 
     def branch(pop: list[Individual], depth: int) -> None:
         run.round = depth + 1
-        pop = _survivors(run.evolve(run.refit(pop), gens[depth]), cfg.population)
+        pop = _rank(run.evolve(run.refit(pop), gens[depth]))[: cfg.population]
         if depth == run.n_rounds - 1:
             return
         frozen = [run.freeze(run.pruned(ind)) for ind in pop]  # the same for every branch
