@@ -693,9 +693,11 @@ class Run:
         # the laws' own sizes, not those of the trees they came in.
         front = pareto_front(self._pruned_law(f, fit_data, val, noise) for f in fitted)
         index, most_accurate = choose(front, val.y[0], noise, cfg.selection), best_of(front)
-        # The choice is made; the law's constants (and those of the most accurate, which its
-        # cleaning is judged against) are then measured to the precision asked for.
-        more = self._points_for_precision(front[index], fit_data)
+        # The choice is made; if it is a law (it fits the validation data to the noise floor: an
+        # approximation's constants are no law's, and not worth the rig's time), its constants
+        # (and those of the most accurate, which its cleaning is judged against) are then
+        # measured to the precision asked for.
+        more = self._points_for_precision(front[index], fit_data) if self._fits_to_floor(front[index], val) else 0
         if more:
             fit_data = lab.with_more_points(fit_data, more)
             front = [self._fitted(f.expr, f.constants, f.schedule, fit_data, val) if i in (index, most_accurate) else f
@@ -730,7 +732,7 @@ class Run:
         def snappable(e: sympy.Expr) -> bool:
             return acceptable(e, restrictions=n_floats - len(e.atoms(sympy.Float)))
 
-        at_floor = bool(val.losses(law.prediction[None])[0] <= val.floor.level[0])
+        at_floor = self._fits_to_floor(law, val)
         readable = tidy(snap_constants(raw, snappable) if at_floor else raw)
         if not acceptable(readable):
             readable = raw  # a form that evaluates differently (a branch cut, say)
@@ -762,6 +764,11 @@ class Run:
             variables=tuple(v.name for v in self.spec.variables),
             constants_error=self._constants_error(law, fit_data),
         )
+
+    @staticmethod
+    def _fits_to_floor(law: Fitted, val: Trials) -> bool:
+        """Whether ``law`` fits the validation data as well as the noise lets anything fit them."""
+        return bool(val.losses(law.prediction[None])[0] <= val.floor.level[0])
 
     def _constants_error(self, law: Fitted, data: Trials) -> float | None:
         """The largest relative standard error of the constants of ``law`` fitted on ``data``,
