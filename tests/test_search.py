@@ -637,4 +637,8 @@ def test_the_law_s_constants_are_measured_to_the_precision_asked_for() -> None:
     assert fine.constants_error < capped.constants_error < coarse.constants_error  # it says how far short it fell
     noiseless = run(0.0, precision=1e-5)
     assert noiseless.constants_error is None and noiseless.points_measured == coarse.points_measured
+    # an approximation's constants are no law's: not worth more points (with `add` alone, no
+    # tree can scale x0 by 1.2345)
+    approximate = [run(0.2, precision=p, operators=("add",)) for p in (1e-5, 1.0)]
+    assert approximate[0].nmse_test > 1e-3 and approximate[0].points_measured == approximate[1].points_measured
     assert SearchResult.from_dict(fine.to_dict()).constants_error == fine.constants_error
