@@ -694,10 +694,13 @@ class Run:
         front = pareto_front(self._pruned_law(f, fit_data, val, noise) for f in fitted)
         index, most_accurate = choose(front, val.y[0], noise, cfg.selection), best_of(front)
         # The choice is made; if it is a law (it fits the validation data to the noise floor: an
-        # approximation's constants are no law's, and not worth the rig's time), its constants
-        # (and those of the most accurate, which its cleaning is judged against) are then
-        # measured to the precision asked for.
-        more = self._points_for_precision(front[index], fit_data) if self._fits_to_floor(front[index], val) else 0
+        # approximation's constants are no law's, and not worth the rig's time; nor is the mean
+        # of readings that show no variable's effect), its constants (and those of the most
+        # accurate, which its cleaning is judged against) are then measured to the precision
+        # asked for.
+        chosen = front[index]
+        is_law = bool(chosen.expr.variables) and self._fits_to_floor(chosen, val)
+        more = self._points_for_precision(chosen, fit_data) if is_law else 0
         if more:
             fit_data = lab.with_more_points(fit_data, more)
             front = [self._fitted(f.expr, f.constants, f.schedule, fit_data, val) if i in (index, most_accurate) else f
