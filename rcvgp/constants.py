@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -79,6 +79,24 @@ class Trials:
     @property
     def n_trials(self) -> int:
         return int(self.X.shape[0])
+
+    @cached_property
+    def scan_copies(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """X, y0, mask and each row's weight (1 / (sqrt(n) * spread)) of a sample of every
+        trial's points, repeated once per value of :data:`SCAN_VALUES` (value-major): what one
+        evaluation of a tree at all those values needs, made once per data set."""
+        S, (K, m, n) = len(SCAN_VALUES), self.X.shape
+        # Every trial's first points are as random as any: enough to tell a good start from a bad.
+        m = min(m, _SCAN_POINTS)
+        X = np.broadcast_to(self.X[:, :m], (S, K, m, n)).reshape(S * K, m, n)
+        weight = 1.0 / (np.sqrt(np.maximum(self.mask[:, :m].sum(axis=1), 1)) * self.spread)
+        return X, np.tile(self.y0[:, :m], (S, 1)), np.tile(self.mask[:, :m], (S, 1)), np.tile(weight, S)
+
+    def __getstate__(self) -> dict[str, object]:
+        # The scan's copies are remade where they are needed, not sent to a worker.
+        state = self.__dict__.copy()
+        state.pop("scan_copies", None)
+        return state
 
     def subset(self, k: int) -> Trials:
         """Trial ``k`` alone."""
@@ -184,7 +202,9 @@ def fit_constants(
     rng : numpy.random.Generator, optional
         For the stochastic optimisers.
     init : ndarray of shape (n_consts,) or (K, n_consts), optional
-        Starting values of the nonlinear constants (default 1.0), e.g. an earlier fit's.
+        Starting values of the nonlinear constants, e.g. an earlier fit's; NaN (and the default,
+        None) for those with no start known, which start where a scan of values finds the least
+        loss (1.0 if nothing does better, see :data:`SCAN_VALUES`).
     """
     tokens = tuple(tokens)
     n_consts = sum(t == "c" for t in tokens)
@@ -194,10 +214,12 @@ def fit_constants(
         return FitResult(trials.losses(pred), np.zeros((K, 0)), 1, trials.floor)
     lin = list(linear_constants(tokens))
     nonlin = [k for k in range(n_consts) if k not in set(lin)]
-    theta = np.ones((K, len(nonlin)))
+    theta = np.full((K, len(nonlin)), np.nan)
     if init is not None:
         theta[:] = np.broadcast_to(np.asarray(init, dtype=float), (K, n_consts))[:, nonlin]
     problem = _Projected(tokens, trials, lin, nonlin)
+    if np.isnan(theta).any():
+        theta = problem.scan(theta)
     n_evals = 0
     if not nonlin:
         # The tree is affine in its constants: one evaluation solves them.
@@ -361,6 +383,39 @@ class _Projected:
             ok &= np.isfinite(losses) & np.isfinite(A).all(axis=(1, 2)) & np.isfinite(linear).all(axis=1)
         return _Point(np.where(ok, losses, np.inf), A, g, linear, slope)
 
+    def scan(self, theta: np.ndarray) -> np.ndarray:
+        """``theta`` (K, P) with each NaN column, in turn, set per trial to the value of
+        :data:`SCAN_VALUES` where the loss (on a sample of each trial's points, the other
+        columns held, NaN ones at 1.0) is least. One evaluation per column covers every value."""
+        K, P = theta.shape
+        S = len(SCAN_VALUES)
+        X, y0, mask, weight = self.trials.scan_copies
+        theta = theta.copy()
+        for j in np.flatnonzero(np.isnan(theta).any(axis=0)):
+            unknown = np.isnan(theta[:, j])
+            candidates = np.where(np.isnan(theta), 1.0, theta)[None].repeat(S, axis=0)
+            candidates[:, unknown, j] = SCAN_VALUES[:, None]
+            consts = np.zeros((S * K, len(self.lin) + P))
+            consts[:, self.nonlin] = candidates.reshape(S * K, P)
+            # The optimiser's program (derivatives for every constant): a new one would cost a compile.
+            pred, grads = evaluate_with_grad(self.tokens, X, consts, self.every)
+            self.n_evals += 1
+            with np.errstate(all="ignore"):
+                M = np.stack([*grads[: len(self.lin)], pred - y0], axis=1)
+                M = np.where(mask[:, None, :], M, 0.0) * weight[:, None, None]
+                ok = np.isfinite(M).all(axis=(1, 2))
+                M[~ok] = 0.0
+                r = M[:, -1]
+                if self.lin:
+                    try:
+                        r = _LeastSquares(M[:, :-1]).fit(r)[1]
+                    except np.linalg.LinAlgError:
+                        ok[:] = False
+                losses = np.where(ok, np.einsum("km,km->k", r, r), np.inf).reshape(S, K)
+            best = np.argmin(losses, axis=0)
+            theta[unknown, j] = np.where(np.isfinite(losses[best, np.arange(K)]), SCAN_VALUES[best], 1.0)[unknown]
+        return theta
+
     def solved(self, theta: np.ndarray) -> _Point:
         """The exact point at ``theta`` (K, P): linear constants solved, Jacobian taken there."""
         start = np.zeros((len(theta), len(self.lin)))
@@ -409,6 +464,15 @@ class _Projected:
     def grad(self, theta_flat: np.ndarray) -> np.ndarray:
         return self.value_grad(theta_flat)[1]
 
+
+#: Where a nonlinear constant with no start known is looked for before the optimiser starts:
+#: 1.0 first (the start of old, kept on ties), then both signs of six values a decade from 0.01
+#: to 100. A local optimiser finds the minimum nearest its start: a frequency's loss has one
+#: every period (LM reaches the 2 of ``sin(2/x)``, x in 0.1..10, only from 1.49..2.44), and a rate
+#: far from 1 lies across flat ground (``exp(-40*t)`` seen from ``exp(t)``).
+SCAN_VALUES = np.concatenate([[1.0], np.geomspace(0.01, 100.0, 25), -np.geomspace(0.01, 100.0, 25)])
+#: Points per trial the scan judges a start on.
+_SCAN_POINTS = 32
 
 #: A trial whose NMSE falls below this is fitted as well as doubles allow.
 _CONVERGED = 1e-30

@@ -95,6 +95,29 @@ def test_nonlinear_constant_is_found_by_default_optimizer() -> None:
     np.testing.assert_allclose(fit.constants, [[2.0, 1.3], [2.0, 1.3]], rtol=1e-6)
 
 
+def test_a_constant_with_no_start_known_is_scanned_for_one() -> None:
+    # sin(2/x) over x in 0.1..10: from 1.0, LM stops in a wrong period; the scan starts it in the right one
+    X = np.exp(np.random.default_rng(0).uniform(np.log(0.1), np.log(10.0), size=(2, 256, 1)))
+    trials = Trials(X, 3.0 + np.sin(2.0 / X[..., 0]))
+    tokens = ("add", "c", "mul", "c", "sin", "div", "c", "x0")  # c + c*sin(c/x0)
+    from_one = fit_constants(tokens, trials, init=np.ones(3))
+    assert from_one.fitness > 0.1
+    for init in (None, np.array([1.0, 1.0, np.nan])):
+        found = fit_constants(tokens, trials, init=init)
+        assert found.fitness < 1e-20
+        np.testing.assert_allclose(found.constants, [[3.0, 1.0, 2.0]] * 2, rtol=1e-9)
+
+
+def test_the_scan_finds_each_trial_its_own_start() -> None:
+    # a decay rate per trial, from 0.5 to 40, with no start known: each trial's is found
+    t = np.random.default_rng(1).uniform(0.0, 5.0, size=(4, 128, 1))
+    rates = np.array([0.5, 3.0, 10.0, 40.0])
+    trials = Trials(t, 2.0 * np.exp(-rates[:, None] * t[..., 0]))
+    found = fit_constants(("mul", "c", "exp", "mul", "c", "x0"), trials)
+    assert np.all(found.losses < 1e-20)
+    np.testing.assert_allclose(found.constants[:, 1], -rates, rtol=1e-9)
+
+
 @pytest.mark.parametrize("maxiter", [1, 3, 20])
 def test_reported_losses_are_those_of_the_reported_constants(maxiter: int) -> None:
     """LM's last accepted point is returned without evaluating it again: its losses and its

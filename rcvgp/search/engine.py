@@ -23,7 +23,9 @@ import sympy
 from rcvgp.constants import STOCHASTIC_OPTIMIZERS, FitResult, Trials, fit_constants, standard_errors
 from rcvgp.errors import BudgetExhausted, ConfigError, OracleError
 from rcvgp.evaluate import evaluate
-from rcvgp.gp import Grammar, crossover, deletions, hoists, mutate, random_term, random_tree, tournament
+from rcvgp.gp import (
+    Grammar, crossover, deletions, hoists, mutate, random_term, random_tree, simplify_tree, tournament,
+)
 from rcvgp.metrics import domain_symbol, regression_metrics, round_floats
 from rcvgp.noisefloor import Z, NoiseModel, consistent, estimate_noise, not_worse
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
@@ -41,6 +43,8 @@ __all__ = ["REPEATS", "Lab", "Individual", "Run", "StopSearch", "unit_scale"]
 
 #: Generations a round goes on after its best tree fits to the noise floor without getting smaller.
 _FLOOR_PATIENCE = 3
+#: How many of a round's best frozen trees :meth:`Run.expansions` grows.
+_EXPANDED = 3
 #: Seeds the replicate readings' own random stream, beside the run's seed.
 _REPLICATE_STREAM = 0x4E015E
 #: A tree with a subtree deleted gets its full fit only if its screen reaches this loss (or
@@ -418,6 +422,14 @@ class Run:
         self.current = out
         return out
 
+    def next_round(self, pop: Sequence[Individual]) -> list[Individual]:
+        """The population that starts a round after the first: refitted on the round's trials,
+        with the :meth:`expansions` of its best frozen trees, the best ``population`` kept."""
+        pop = self.refit(pop)
+        out = _rank(pop + self.expansions(pop))[: self.config.population]
+        self.current = out
+        return out
+
     def initial_pool(self, controlled: frozenset[int], size: int) -> list[Individual]:
         """Random trees over the free variables: half plain, half ``c * t + c``."""
         g = self.grammar(controlled)
@@ -439,6 +451,48 @@ class Run:
         pool = _rank(self.individuals(drafts))
         self.current = self.current + pool
         return pool
+
+    def expansions(self, pop: Sequence[Individual]) -> list[Individual]:
+        """Every open constant of the best frozen trees grown, one at a time, into each small
+        function of each variable freed since the freeze: ``c*u(c*x)``, ``c + c*u(c*x)``,
+        ``c*u(c/x)`` and ``c + c*u(c/x)`` for every unary operator u and u(v) = v, fitted; those
+        that fit better than their tree are returned.
+
+        An open constant of an exact fit stands for a function of the variables held then
+        (:meth:`freeze`); the round that frees one of them has to find that function. Most laws
+        are built of such small pieces (a rate ``exp(-a/R)``, a frequency ``sin(w*t)``, a term
+        ``b*x``), and trying each at once finds them in a few hundred fits, where random edits
+        must first happen on exactly the right tree, operator and variable. These fits (unlike
+        the offspring's, which are too many) scan for the new constants' starts, so a piece
+        whose constant is far from 1 fits too."""
+        cfg = self.config
+        # Frozen whole by an exact fit in the last round, so that its open constants are its
+        # summary ones (every constant of a tree grown since is open: growing each would be
+        # hundreds of fits to no purpose).
+        seeds = [ind for ind in _rank(pop) if ind.settled and _frozen_but_constants(ind.expr)][:_EXPANDED]
+        if not seeds or "mul" not in self.operators:
+            return []
+        drafts: list[_Draft] = []
+        seen = {ind.expr.tokens for ind in pop}
+        for ind in seeds:
+            threshold = ind.fitness
+            g = self.grammar(ind.controlled, ind.settled)
+            trials = self.lab.trials(ind.controlled)
+            for i in ind.expr.const_positions:
+                if ind.expr.frozen[i]:
+                    continue
+                for piece in _pieces(g):
+                    child = simplify_tree(ind.expr.replace(i, piece))
+                    if child.tokens in seen or not g.fits(child):
+                        continue
+                    seen.add(child.tokens)
+                    init = inherited_constants(ind.expr, ind.fit.constants, child, fresh=np.nan)
+                    drafts.append(_Draft(child, ind.controlled, ind.schedule, trials, threshold, init, ind.settled))
+        fitted = self.individuals(drafts)
+        self.check_time()
+        # Only a piece that explains more than its tree did: the others would crowd the round
+        # with trees one piece bigger and no better.
+        return [child for draft, child in zip(drafts, fitted) if child.fitness < draft.threshold]
 
     # --- the generation loop ---------------------------------------------------------------
     def evolve(self, pop: list[Individual], n_generations: int) -> list[Individual]:
@@ -882,12 +936,37 @@ def _power(scale: float) -> sympy.Expr:
     return sympy.Float(scale)
 
 
-def inherited_constants(parent: Expr, constants: np.ndarray, child: Expr) -> np.ndarray:
+def _frozen_but_constants(expr: Expr) -> bool:
+    """Whether every node but some constants is frozen, and one constant is not."""
+    open_ = [t for t, f in zip(expr.tokens, expr.frozen) if not f]
+    return bool(open_) and all(t == CONST_TOKEN for t in open_)
+
+
+def _pieces(g: Grammar) -> list[Expr]:
+    """The small functions :meth:`Run.expansions` grows an open constant into, over ``g``'s
+    free variables and unary operators (see there)."""
+    c = (CONST_TOKEN,)
+    out: list[Expr] = []
+    for v in g.free_vars:
+        x = (f"x{v}",)
+        inner = [("mul",) + c + x] + ([("div",) + c + x] if "div" in g.operators else [])
+        for arg in inner:
+            for u in ((),) + tuple((op,) for op in g.unary):
+                term = ("mul",) + c + u + arg if u else arg
+                out.append(Expr(term))
+                if "add" in g.operators:
+                    out.append(Expr(("add",) + c + term))
+    return out
+
+
+def inherited_constants(parent: Expr, constants: np.ndarray, child: Expr, fresh: float = 1.0) -> np.ndarray:
     """Starting values (K, n_child) for a child's constants: those in the tokens it shares with
     its parent at either end (all but the edited subtree, for a mutation or crossover) keep the
-    parent's fitted values, the others start at 1. A child started where its parent ended
-    needs a few iterations, not twenty, and a short screen no longer rejects it for being
-    fitted from scratch."""
+    parent's fitted values, the others (and any not finite) start at ``fresh``: 1, as every fit
+    from scratch does, or NaN, which has the fit scan for a start
+    (:func:`rcvgp.constants.fit_constants`). A child started where its parent ended needs a few
+    iterations, not twenty, and a short screen no longer rejects it for being fitted from
+    scratch."""
     a, b = parent.tokens, child.tokens
     shortest = min(len(a), len(b))
     head = 0
@@ -896,13 +975,13 @@ def inherited_constants(parent: Expr, constants: np.ndarray, child: Expr) -> np.
     tail = 0
     while tail < shortest - head and a[-1 - tail] == b[-1 - tail]:
         tail += 1
-    start = np.ones((len(constants), child.n_consts))
+    start = np.full((len(constants), child.n_consts), fresh)
     n_head = sum(t == CONST_TOKEN for t in b[:head])
     n_tail = sum(t == CONST_TOKEN for t in b[len(b) - tail :])
     start[:, :n_head] = constants[:, :n_head]
     if n_tail:
         start[:, child.n_consts - n_tail :] = constants[:, parent.n_consts - n_tail :]
-    return np.where(np.isfinite(start), start, 1.0)
+    return np.where(np.isfinite(start), start, fresh)
 
 
 def _as_good(trials: Trials, new: np.ndarray, old: np.ndarray) -> bool:
@@ -913,11 +992,12 @@ def _as_good(trials: Trials, new: np.ndarray, old: np.ndarray) -> bool:
 
 
 def _median_start(constants: np.ndarray) -> np.ndarray | None:
-    """One starting vector from a fit on K trials (None if there is nothing finite to start from)."""
+    """One starting vector from a fit on K trials: NaN (no start known) where it is not finite;
+    None if the tree has no constants."""
     if not constants.size:
         return None
     start = np.median(constants, axis=0)
-    return start if np.isfinite(start).all() else None
+    return np.where(np.isfinite(start), start, np.nan)
 
 
 def summary_constants(constants: np.ndarray, eps: float) -> np.ndarray:

@@ -72,7 +72,7 @@ def _schedule_rounds(run: Run, pools: list[frozenset[int]], choose: Callable[[Ru
         run.round = r + 1
         if r > 0:
             run.lab.new_round()
-            pop = run.refit(pop)
+            pop = run.next_round(pop)
         pop = _rank(run.evolve(pop, gens[r]))[: cfg.population]
         run.current = pop
         if r == run.n_rounds - 1:
@@ -110,7 +110,7 @@ def cvgp_all(run: Run) -> None:
 
     def branch(pop: list[Individual], depth: int) -> None:
         run.round = depth + 1
-        pop = _rank(run.evolve(run.refit(pop), gens[depth]))[: cfg.population]
+        pop = _rank(run.evolve(run.next_round(pop), gens[depth]))[: cfg.population]
         if depth == run.n_rounds - 1:
             return
         frozen = [run.freeze(run.pruned(ind)) for ind in pop]  # the same for every branch
