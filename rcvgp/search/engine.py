@@ -43,8 +43,9 @@ __all__ = ["REPEATS", "Lab", "Individual", "Run", "StopSearch", "unit_scale"]
 
 #: Generations a round goes on after its best tree fits to the noise floor without getting smaller.
 _FLOOR_PATIENCE = 3
-#: How many of a round's best frozen trees :meth:`Run.expansions` grows.
+#: How many of a round's best frozen trees :meth:`Run.expansions` grows, and in how many steps.
 _EXPANDED = 3
+_EXPANSION_STEPS = 2
 #: Seeds the replicate readings' own random stream, beside the run's seed.
 _REPLICATE_STREAM = 0x4E015E
 #: A tree with a subtree deleted gets its full fit only if its screen reaches this loss (or
@@ -456,7 +457,9 @@ class Run:
         """Every open constant of the best frozen trees grown, one at a time, into each small
         function of each variable freed since the freeze: ``c*u(c*x)``, ``c + c*u(c*x)``,
         ``c*u(c/x)`` and ``c + c*u(c/x)`` for every unary operator u and u(v) = v, fitted; those
-        that fit better than their tree are returned.
+        that fit better than their tree are returned. If none fits to the noise floor, the best
+        of them are grown once more the same way (a damped wave needs ``exp(c*t)`` and
+        ``cos(c*t)``: two pieces).
 
         An open constant of an exact fit stands for a function of the variables held then
         (:meth:`freeze`); the round that frees one of them has to find that function. Most laws
@@ -465,17 +468,27 @@ class Run:
         must first happen on exactly the right tree, operator and variable. These fits (unlike
         the offspring's, which are too many) scan for the new constants' starts, so a piece
         whose constant is far from 1 fits too."""
-        cfg = self.config
+        if "mul" not in self.operators:
+            return []
         # Frozen whole by an exact fit in the last round, so that its open constants are its
         # summary ones (every constant of a tree grown since is open: growing each would be
         # hundreds of fits to no purpose).
         seeds = [ind for ind in _rank(pop) if ind.settled and _frozen_but_constants(ind.expr)][:_EXPANDED]
-        if not seeds or "mul" not in self.operators:
-            return []
-        drafts: list[_Draft] = []
         seen = {ind.expr.tokens for ind in pop}
+        out: list[Individual] = []
+        for _ in range(_EXPANSION_STEPS):
+            grown = self._grown(seeds, seen)
+            out += grown
+            if not grown or any(ind.fit.at_floor for ind in grown):
+                break
+            seeds = _rank(grown)[:_EXPANDED]
+        return out
+
+    def _grown(self, seeds: Sequence[Individual], seen: set[tuple[str, ...]]) -> list[Individual]:
+        """One step of :meth:`expansions`: each open constant of each seed grown into each piece,
+        the trees not in ``seen`` fitted (and added to it), those that fit better than their seed."""
+        drafts: list[_Draft] = []
         for ind in seeds:
-            threshold = ind.fitness
             g = self.grammar(ind.controlled, ind.settled)
             trials = self.lab.trials(ind.controlled)
             for i in ind.expr.const_positions:
@@ -487,7 +500,7 @@ class Run:
                         continue
                     seen.add(child.tokens)
                     init = inherited_constants(ind.expr, ind.fit.constants, child, fresh=np.nan)
-                    drafts.append(_Draft(child, ind.controlled, ind.schedule, trials, threshold, init, ind.settled))
+                    drafts.append(_Draft(child, ind.controlled, ind.schedule, trials, ind.fitness, init, ind.settled))
         fitted = self.individuals(drafts)
         self.check_time()
         # Only a piece that explains more than its tree did: the others would crowd the round
