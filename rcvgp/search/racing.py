@@ -5,7 +5,9 @@
   schedules die), prunes what exact fits do not need (:meth:`rcvgp.search.engine.Run.pruned`),
   freezes, then frees one more randomly drawn controlled variable per expression.
   The summary constants of a frozen tree are expanded only into sub-expressions of the
-  variables freed after it was frozen (see :meth:`rcvgp.search.engine.Run.freeze`).
+  variables freed after it was frozen (see :meth:`rcvgp.search.engine.Run.freeze`); a round
+  starts by trying every small such sub-expression on the best frozen trees
+  (:meth:`rcvgp.search.engine.Run.expansions`), then evolves.
 - ``cvgp``: the fixed schedule ({x1..xn-1}, {x2..xn-1}, ..., {}).
 - ``cvgp-all``: every schedule, as a tree that shares common prefixes; data are measured once
   per controlled set and shared by every branch that holds that set.
