@@ -124,6 +124,8 @@ def test_predict_gives_nan_for_what_cannot_be_evaluated() -> None:
     assert predict(x0 + 1, [x0, x1], X).tolist() == (X[:, 0] + 1).tolist()
     assert predict(sympy.Integer(3), [x0, x1], X).shape == (256,)
     assert np.isnan(predict(sympy.Function("f")(x0), [x0, x1], X)).all()
+    # a constant snapped to 0 under a division (feynman/I.18.4, once): x0 * 1/0
+    assert np.isnan(predict(x0 * sympy.Float(1.5) / sympy.Integer(0), [x0, x1], X)).all()
 
 
 def test_expanded_gives_each_term_one_coefficient_to_snap() -> None:

@@ -198,6 +198,8 @@ def as_fractions(expr: sympy.Expr) -> sympy.Expr:
 def predict(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.ndarray) -> np.ndarray:
     """``expr`` evaluated on the rows of X (n_samples, n_vars), columns in ``symbols``' order;
     NaN everywhere if it cannot be."""
+    if expr.has(sympy.zoo, sympy.nan):  # a constant snapped to 0 under a division: no numpy for it
+        return np.full(X.shape[0], np.nan)
     try:
         with np.errstate(all="ignore"):
             fn = sympy.lambdify(list(symbols), expr, "numpy")
