@@ -46,6 +46,8 @@ _FLOOR_PATIENCE = 3
 #: How many of a round's best frozen trees :meth:`Run.expansions` grows, and in how many steps.
 _EXPANDED = 3
 _EXPANSION_STEPS = 2
+#: A round's expansions join its population up to one in this many of its size.
+_EXPANSION_SHARE = 10
 #: Seeds the replicate readings' own random stream, beside the run's seed.
 _REPLICATE_STREAM = 0x4E015E
 #: A tree with a subtree deleted gets its full fit only if its screen reaches this loss (or
@@ -425,9 +427,13 @@ class Run:
 
     def next_round(self, pop: Sequence[Individual]) -> list[Individual]:
         """The population that starts a round after the first: refitted on the round's trials,
-        with the :meth:`expansions` of its best frozen trees, the best ``population`` kept."""
-        pop = self.refit(pop)
-        out = _rank(pop + self.expansions(pop))[: self.config.population]
+        and beside it the best :meth:`expansions` of its best frozen trees (a tenth of the
+        population at most), so that this round runs with that many more."""
+        pop = _rank(self.refit(pop))
+        room = self.config.population // _EXPANSION_SHARE
+        # Beside the refitted trees, not in their places, which would push out whole schedules
+        # (the few trees of one that has yet to grow).
+        out = _rank(pop + _rank(self.expansions(pop))[:room])
         self.current = out
         return out
 
@@ -448,7 +454,9 @@ class Run:
                 continue
             # The trials are measured at the first tree, as the search has always done: the
             # random draws then come in the same order.
-            drafts.append(_Draft(expr, controlled, (controlled,), self.lab.trials(controlled)))
+            # From 1.0, as every random tree (a scan for each would cost more than it finds).
+            start = np.ones(expr.n_consts)
+            drafts.append(_Draft(expr, controlled, (controlled,), self.lab.trials(controlled), init=start))
         pool = _rank(self.individuals(drafts))
         self.current = self.current + pool
         return pool
@@ -457,9 +465,11 @@ class Run:
         """Every open constant of the best frozen trees grown, one at a time, into each small
         function of each variable freed since the freeze: ``c*u(c*x)``, ``c + c*u(c*x)``,
         ``c*u(c/x)`` and ``c + c*u(c/x)`` for every unary operator u and u(v) = v, fitted; those
-        that fit better than their tree are returned. If none fits to the noise floor, the best
-        of them are grown once more the same way (a damped wave needs ``exp(c*t)`` and
-        ``cos(c*t)``: two pieces).
+        that fit to the noise floor are returned. If none does, the best of them are grown once
+        more the same way (a damped wave needs ``exp(c*t)`` and ``cos(c*t)``: two pieces). A
+        piece that fits only part of the change is not returned: such trees fit better at once
+        and took the round over, in a structure that could not grow into the law
+        (sincos-3-2-2/1: a coefficient standing for ``0.66/cos(x1)``)
 
         An open constant of an exact fit stands for a function of the variables held then
         (:meth:`freeze`); the round that frees one of them has to find that function. Most laws
@@ -475,14 +485,13 @@ class Run:
         # hundreds of fits to no purpose).
         seeds = [ind for ind in _rank(pop) if ind.settled and _frozen_but_constants(ind.expr)][:_EXPANDED]
         seen = {ind.expr.tokens for ind in pop}
-        out: list[Individual] = []
         for _ in range(_EXPANSION_STEPS):
             grown = self._grown(seeds, seen)
-            out += grown
-            if not grown or any(ind.fit.at_floor for ind in grown):
-                break
+            exact = [ind for ind in grown if ind.fit.at_floor]
+            if exact or not grown:
+                return exact
             seeds = _rank(grown)[:_EXPANDED]
-        return out
+        return []
 
     def _grown(self, seeds: Sequence[Individual], seen: set[tuple[str, ...]]) -> list[Individual]:
         """One step of :meth:`expansions`: each open constant of each seed grown into each piece,
