@@ -469,7 +469,7 @@ class Run:
         more the same way (a damped wave needs ``exp(c*t)`` and ``cos(c*t)``: two pieces). A
         piece that fits only part of the change is not returned: such trees fit better at once
         and took the round over, in a structure that could not grow into the law
-        (sincos-3-2-2/1: a coefficient standing for ``0.66/cos(x1)``)
+        (sincos-3-2-2/1: a coefficient standing for ``0.66/cos(x1)``).
 
         An open constant of an exact fit stands for a function of the variables held then
         (:meth:`freeze`); the round that frees one of them has to find that function. Most laws
@@ -512,8 +512,8 @@ class Run:
                     drafts.append(_Draft(child, ind.controlled, ind.schedule, trials, ind.fitness, init, ind.settled))
         fitted = self.individuals(drafts)
         self.check_time()
-        # Only a piece that explains more than its tree did: the others would crowd the round
-        # with trees one piece bigger and no better.
+        # Only a piece that explains more than its tree did: the others are no seeds for the
+        # next step.
         return [child for draft, child in zip(drafts, fitted) if child.fitness < draft.threshold]
 
     # --- the generation loop ---------------------------------------------------------------
