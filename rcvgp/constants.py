@@ -466,11 +466,13 @@ class _Projected:
 
 
 #: Where a nonlinear constant with no start known is looked for before the optimiser starts:
-#: 1.0 first (the start of old, kept on ties), then both signs of six values a decade from 0.01
+#: 1.0 first (the start of old, kept on ties), then both signs of 24 values a decade from 0.01
 #: to 100. A local optimiser finds the minimum nearest its start: a frequency's loss has one
 #: every period (LM reaches the 2 of ``sin(2/x)``, x in 0.1..10, only from 1.49..2.44), and a rate
-#: far from 1 lies across flat ground (``exp(-40*t)`` seen from ``exp(t)``).
-SCAN_VALUES = np.concatenate([[1.0], np.geomspace(0.01, 100.0, 25), -np.geomspace(0.01, 100.0, 25)])
+#: far from 1 lies across flat ground (``exp(-40*t)`` seen from ``exp(t)``). Values 10% apart
+#: start ``cos(w*t)``, w*t up to 25 radians, in its basin; 47% apart (six a decade) missed
+#: half of them (a damped wave's frequency, t held at 2.5..4).
+SCAN_VALUES = np.concatenate([[1.0], np.geomspace(0.01, 100.0, 97), -np.geomspace(0.01, 100.0, 97)])
 #: Points per trial the scan judges a start on.
 _SCAN_POINTS = 32
 
