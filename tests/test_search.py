@@ -256,6 +256,20 @@ def test_a_new_round_grows_open_constants_into_pieces_of_the_freed_variable(
     assert all(ind.settled == {0} for ind in pop)
 
 
+def test_the_second_step_grows_the_best_of_each_piece_not_one_piece_three_ways() -> None:
+    # x0*x1**4 from c*x0 with x1 freed: no one piece fits; the three best fits of step one are all
+    # exp(c*x1) three ways, and only the n2 piece grown again, n2(c*x1)*n2(c*x1), is the law
+    spec = OracleSpec((Variable("x0", 0.5, 5.0), Variable("x1", 3.0, 10.0)), name="test:power")
+    oracle = CallableOracle(lambda X: X[:, 0] * X[:, 1] ** 4, spec)
+    config = SearchConfig(operators=("add", "mul", "exp", "sin", "n2"), population=20, batch=32, n_trials=3)
+    run = Run("racing", oracle, config, seed=0)
+    expr = Expr(("mul", "c", "x0"), (True, False, True))
+    ind = run.individual(expr, frozenset(), (frozenset({1}), frozenset()), settled=frozenset({0}))
+    grown = run.expansions([ind])
+    assert grown and all(g.fit.at_floor for g in grown)
+    assert "n2" in grown[0].expr.tokens and "exp" not in grown[0].expr.tokens
+
+
 # --- reproducibility and every method ----------------------------------------------------------
 
 def test_seeded_run_repeats_identically() -> None:

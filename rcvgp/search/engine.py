@@ -487,16 +487,24 @@ class Run:
         seen = {ind.expr.tokens for ind in pop}
         for _ in range(_EXPANSION_STEPS):
             grown = self._grown(seeds, seen)
-            exact = [ind for ind in grown if ind.fit.at_floor]
+            exact = [ind for ind, _ in grown if ind.fit.at_floor]
             if exact or not grown:
                 return exact
-            seeds = _rank(grown)[:_EXPANDED]
+            # The best of different pieces, not the best three: those are mostly one piece
+            # three ways (c*exp(c*T), c + c*exp(c*T), ...), and two exp's then stand in for T**4
+            # at the floor where n2(T)*n2(T), the second best piece, was the law.
+            best: dict[str, Individual] = {}
+            for ind, kind in sorted(grown, key=lambda pair: _rank_key(pair[0])):
+                best.setdefault(kind, ind)
+            seeds = list(best.values())[:_EXPANDED]
         return []
 
-    def _grown(self, seeds: Sequence[Individual], seen: set[tuple[str, ...]]) -> list[Individual]:
+    def _grown(self, seeds: Sequence[Individual], seen: set[tuple[str, ...]]) -> list[tuple[Individual, str]]:
         """One step of :meth:`expansions`: each open constant of each seed grown into each piece,
-        the trees not in ``seen`` fitted (and added to it), those that fit better than their seed."""
+        the trees not in ``seen`` fitted (and added to it), those that fit better than their seed,
+        each with the unary operator of its piece ("" for none)."""
         drafts: list[_Draft] = []
+        kinds: list[str] = []
         for ind in seeds:
             g = self.grammar(ind.controlled, ind.settled)
             trials = self.lab.trials(ind.controlled)
@@ -510,11 +518,12 @@ class Run:
                     seen.add(child.tokens)
                     init = inherited_constants(ind.expr, ind.fit.constants, child, fresh=np.nan)
                     drafts.append(_Draft(child, ind.controlled, ind.schedule, trials, ind.fitness, init, ind.settled))
+                    kinds.append(next((t for t in piece.tokens if t in g.unary), ""))
         fitted = self.individuals(drafts)
         self.check_time()
         # Only a piece that explains more than its tree did: the others are no seeds for the
         # next step.
-        return [child for draft, child in zip(drafts, fitted) if child.fitness < draft.threshold]
+        return [(child, kind) for draft, child, kind in zip(drafts, fitted, kinds) if child.fitness < draft.threshold]
 
     # --- the generation loop ---------------------------------------------------------------
     def evolve(self, pop: list[Individual], n_generations: int) -> list[Individual]:
