@@ -256,6 +256,22 @@ def test_a_new_round_grows_open_constants_into_pieces_of_the_freed_variable(
     assert all(ind.settled == {0} for ind in pop)
 
 
+def test_open_constants_become_sums_of_the_pieces_the_data_need() -> None:
+    # slope and offset of c*x0 + c each change with x1 through several terms: single pieces would
+    # need a step per term; the sum of every piece, then each taken out where not needed, is one
+    spec = OracleSpec(tuple(Variable(f"x{i}", 0.5, 5.0) for i in range(2)), name="test:sums")
+    oracle = CallableOracle(lambda X: X[:, 0] * (0.5 + 0.9 * X[:, 1]) + 0.3 * X[:, 1] + 0.8 * np.cos(X[:, 1]), spec)
+    config = SearchConfig(operators=("add", "mul", "sin", "cos", "exp"), population=20, batch=32, n_trials=3)
+    run = Run("racing", oracle, config, seed=0)
+    expr = Expr(("add", "mul", "c", "x0", "c"), (True, True, False, True, False))
+    ind = run.individual(expr, frozenset(), (frozenset({1}), frozenset()), settled=frozenset({0}))
+    grown = run.expansions([ind])
+    assert grown and grown[0].fit.at_floor and grown[0].fitness < 1e-20
+    tokens = grown[0].expr.tokens
+    assert tokens.count("cos") == 1 and "sin" not in tokens and "exp" not in tokens
+    assert tokens.count("x1") == 3  # 0.9*x1 in the slope; 0.3*x1 and cos(x1) in the offset
+
+
 def test_the_second_step_grows_the_best_of_each_piece_not_one_piece_three_ways() -> None:
     # x0*x1**4 from c*x0 with x1 freed: no one piece fits; the three best fits of step one are all
     # exp(c*x1) three ways, and only the n2 piece grown again, n2(c*x1)*n2(c*x1), is the law

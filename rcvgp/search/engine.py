@@ -20,7 +20,9 @@ from typing import NamedTuple
 import numpy as np
 import sympy
 
-from rcvgp.constants import STOCHASTIC_OPTIMIZERS, FitResult, Trials, fit_constants, standard_errors
+from rcvgp.constants import (
+    STOCHASTIC_OPTIMIZERS, FitResult, Trials, fit_constants, linear_constants, standard_errors,
+)
 from rcvgp.errors import BudgetExhausted, ConfigError, OracleError
 from rcvgp.evaluate import evaluate
 from rcvgp.gp import (
@@ -429,7 +431,7 @@ class Run:
         """The population that starts a round after the first: refitted on the round's trials,
         and beside it the best :meth:`expansions` of its best frozen trees (a tenth of the
         population at most), so that this round runs with that many more."""
-        pop = _rank(self.refit(pop))
+        pop = self.refit(pop)  # in the last round's order: the expansions grow its best
         room = self.config.population // _EXPANSION_SHARE
         # Beside the refitted trees, not in their places, which would push out whole schedules
         # (the few trees of one that has yet to grow).
@@ -462,7 +464,12 @@ class Run:
         return pool
 
     def expansions(self, pop: Sequence[Individual]) -> list[Individual]:
-        """Every open constant of the best frozen trees grown, one at a time, into each small
+        """The best frozen trees of ``pop`` (the last round's order) with their open constants
+        grown into functions of the variables freed since, those that fit to the noise floor.
+
+        First every open constant they are linear in, at once, into the sum of every piece
+        (:meth:`_summed`: one least-squares fit, then only the pieces the data need). If that
+        fits no tree to the floor, each open constant, one at a time, into each small
         function of each variable freed since the freeze: ``c*u(c*x)``, ``c + c*u(c*x)``,
         ``c*u(c/x)`` and ``c + c*u(c/x)`` for every unary operator u and u(v) = v, fitted; those
         that fit to the noise floor are returned. If none does, the best of them are grown once
@@ -480,10 +487,16 @@ class Run:
         whose constant is far from 1 fits too."""
         if "mul" not in self.operators:
             return []
-        # Frozen whole by an exact fit in the last round, so that its open constants are its
-        # summary ones (every constant of a tree grown since is open: growing each would be
-        # hundreds of fits to no purpose).
-        seeds = [ind for ind in _rank(pop) if ind.settled and _frozen_but_constants(ind.expr)][:_EXPANDED]
+        # Frozen whole, so that its open constants are its summary ones (every constant of a tree
+        # grown since is open: growing each would be hundreds of fits to no purpose); those
+        # frozen by an exact fit in the last round, one variable freed since, first. In the last
+        # round's order: on the new data, trees with spare nonlinear constants rank above the
+        # clean law that needs its pieces (sincos-4-4-6/3).
+        frozen = [ind for ind in pop if ind.settled and _frozen_but_constants(ind.expr)]
+        seeds = sorted(frozen, key=lambda ind: self.n_vars - len(ind.controlled | ind.settled))[:_EXPANDED]
+        summed = self._summed(seeds)
+        if summed:
+            return summed
         seen = {ind.expr.tokens for ind in pop}
         for _ in range(_EXPANSION_STEPS):
             grown = self._grown(seeds, seen)
@@ -498,6 +511,55 @@ class Run:
                 best.setdefault(kind, ind)
             seeds = list(best.values())[:_EXPANDED]
         return []
+
+    def _summed(self, seeds: Sequence[Individual]) -> list[Individual]:
+        """Each seed with every open constant it is linear in made the sum of every piece of the
+        variables freed since (``c + c*x + c*u(x) + ... + c/x``, :func:`_terms`): still linear in
+        its constants, so one least-squares fit tells whether those pieces explain the change.
+        If that fits to the noise floor, each piece is taken out in turn where the fit stays at
+        the floor and as good as with them all (one pass, each judged against the whole sum, so
+        that small losses cannot add up). A coefficient that the freed variable changes through
+        several terms (``0.92*x3 + 0.86*cos(x3) + ...``) is then found in one step, where single
+        pieces (:meth:`_grown`) need one step per term."""
+        out: list[Individual] = []
+        for ind in seeds:
+            trials = self.lab.trials(ind.controlled)
+            terms = _terms(self.grammar(ind.controlled, ind.settled), trials.X[trials.mask])
+            linear = set(linear_constants(ind.expr.tokens))
+            open_ = [k for k, i in enumerate(ind.expr.const_positions) if k in linear and not ind.expr.frozen[i]]
+            if not terms or not open_:
+                continue
+            kept = {k: list(terms) for k in open_}
+
+            def fitted(kept: dict[int, list[tuple[str, ...]]]) -> Individual:
+                expr, columns = ind.expr, []
+                for k in reversed(range(ind.expr.n_consts)):  # from the end: the positions before stay put
+                    if k in kept:
+                        total = Expr(_sum_of(kept[k]))
+                        expr = expr.replace(expr.const_positions[k], total)
+                        columns.append(np.ones((trials.n_trials, total.n_consts)))  # linear: any start does
+                    else:
+                        columns.append(ind.fit.constants[:, [k]])
+                init = np.hstack(columns[::-1])
+                return self.individuals([_Draft(expr, ind.controlled, ind.schedule, trials, init=init,
+                                                settled=ind.settled)])[0]
+
+            whole = fitted(kept)
+            self.check_time()
+            if not whole.fit.at_floor:
+                continue
+            best, reference = whole, evaluate(whole.expr.tokens, trials.X, whole.fit.constants)
+            for k in open_:
+                for piece in list(kept[k]):
+                    trial = {j: [p for p in pieces if j != k or p != piece] for j, pieces in kept.items()}
+                    child = fitted(trial)
+                    self.check_time()
+                    if child.fit.at_floor and _as_good(trials, evaluate(child.expr.tokens, trials.X,
+                                                                         child.fit.constants), reference):
+                        kept, best = trial, child
+            if self.grammar(ind.controlled, ind.settled).fits(best.expr):
+                out.append(best)
+        return out
 
     def _grown(self, seeds: Sequence[Individual], seen: set[tuple[str, ...]]) -> list[tuple[Individual, str]]:
         """One step of :meth:`expansions`: each open constant of each seed grown into each piece,
@@ -988,6 +1050,31 @@ def _pieces(g: Grammar) -> list[Expr]:
                 if "add" in g.operators:
                     out.append(Expr(("add",) + c + term))
     return out
+
+
+def _terms(g: Grammar, points: np.ndarray) -> list[tuple[str, ...]]:
+    """Every piece of ``g``'s free variables with a coefficient in front, for a sum
+    (:meth:`Run._summed`): ``c*x``, ``c*u(x)`` for each unary operator u, ``c/x``; only those
+    finite at every one of ``points`` (n, n_vars), and none without add and mul. Unit arguments:
+    the pieces with a scale of their own are :func:`_pieces`."""
+    if not {"add", "mul"} <= set(g.operators):
+        return []
+    c = CONST_TOKEN
+    out: list[tuple[str, ...]] = []
+    for v in g.free_vars:
+        x = f"x{v}"
+        pieces = [("mul", c, x)] + [("mul", c, u, x) for u in g.unary] + ([("div", c, x)] if "div" in g.operators else [])
+        with np.errstate(all="ignore"):
+            out += [p for p in pieces if np.isfinite(evaluate(p, points, np.ones(1))).all()]
+    return out
+
+
+def _sum_of(pieces: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
+    """``c + p1 + p2 + ...`` as prefix tokens."""
+    tokens: tuple[str, ...] = (CONST_TOKEN,)
+    for piece in reversed(pieces):
+        tokens = ("add",) + piece + tokens
+    return tokens
 
 
 def inherited_constants(parent: Expr, constants: np.ndarray, child: Expr, fresh: float = 1.0) -> np.ndarray:
