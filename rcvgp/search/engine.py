@@ -467,10 +467,10 @@ class Run:
         """The best frozen trees of ``pop`` (the last round's order) with their open constants
         grown into functions of the variables freed since, those that fit to the noise floor.
 
-        First every open constant they are linear in, at once, into the sum of every piece
-        (:meth:`_summed`: one least-squares fit, then only the pieces the data need). If that
-        fits no tree to the floor, each open constant, one at a time, into each small
-        function of each variable freed since the freeze: ``c*u(c*x)``, ``c + c*u(c*x)``,
+        Every open constant they are linear in, at once, into the sum of every piece
+        (:meth:`_summed`: one least-squares fit, then only the pieces the data need); and each
+        open constant, one at a time, into each small function of each variable freed since
+        the freeze: ``c*u(c*x)``, ``c + c*u(c*x)``,
         ``c*u(c/x)`` and ``c + c*u(c/x)`` for every unary operator u and u(v) = v, fitted; those
         that fit to the noise floor are returned. If none does, the best of them are grown once
         more the same way (a damped wave needs ``exp(c*t)`` and ``cos(c*t)``: two pieces). A
@@ -494,13 +494,15 @@ class Run:
         # clean law that needs its pieces (sincos-4-4-6/3).
         frozen = [ind for ind in pop if ind.settled and _frozen_but_constants(ind.expr)]
         seeds = sorted(frozen, key=lambda ind: self.n_vars - len(ind.controlled | ind.settled))[:_EXPANDED]
+        # The sums compete with the single pieces, not in their place: under noise a sum of
+        # unit-argument pieces can reach the floor as a series for a piece with a scale of its
+        # own (RC discharge at 1%: seven pieces of t standing for exp(-t/RC)); ranked at the
+        # floor, the smaller tree wins.
         summed = self._summed(seeds)
-        if summed:
-            return summed
         seen = {ind.expr.tokens for ind in pop}
         for _ in range(_EXPANSION_STEPS):
             grown = self._grown(seeds, seen)
-            exact = [ind for ind, _ in grown if ind.fit.at_floor]
+            exact = summed + [ind for ind, _ in grown if ind.fit.at_floor]
             if exact or not grown:
                 return exact
             # The best of different pieces, not the best three: those are mostly one piece
