@@ -495,16 +495,16 @@ class Run:
         frozen = [ind for ind in pop if ind.settled and _frozen_but_constants(ind.expr)]
         seeds = sorted(frozen, key=lambda ind: self.n_vars - len(ind.controlled | ind.settled))[:_EXPANDED]
         # The sums compete with the single pieces, not in their place: under noise a sum of
-        # unit-argument pieces can reach the floor as a series for a piece with a scale of its
-        # own (RC discharge at 1%: seven pieces of t standing for exp(-t/RC)); ranked at the
-        # floor, the smaller tree wins.
+        # unit-argument pieces can reach the floor as a series for a law with a scale or a power
+        # of its own (1%: seven pieces of t for exp(-t/RC), five of T for T**4, which single
+        # pieces reach in two steps); ranked at the floor, the smaller tree wins.
         summed = self._summed(seeds)
         seen = {ind.expr.tokens for ind in pop}
         for _ in range(_EXPANSION_STEPS):
             grown = self._grown(seeds, seen)
-            exact = summed + [ind for ind, _ in grown if ind.fit.at_floor]
+            exact = [ind for ind, _ in grown if ind.fit.at_floor]
             if exact or not grown:
-                return exact
+                return summed + exact
             # The best of different pieces, not the best three: those are mostly one piece
             # three ways (c*exp(c*T), c + c*exp(c*T), ...), and two exp's then stand in for T**4
             # at the floor where n2(T)*n2(T), the second best piece, was the law.
@@ -512,7 +512,7 @@ class Run:
             for ind, kind in sorted(grown, key=lambda pair: _rank_key(pair[0])):
                 best.setdefault(kind, ind)
             seeds = list(best.values())[:_EXPANDED]
-        return []
+        return summed
 
     def _summed(self, seeds: Sequence[Individual]) -> list[Individual]:
         """Each seed with every open constant it is linear in made the sum of every piece of the
