@@ -286,6 +286,24 @@ def test_the_second_step_grows_the_best_of_each_piece_not_one_piece_three_ways()
     assert "n2" in grown[0].expr.tokens and "exp" not in grown[0].expr.tokens
 
 
+def test_under_noise_a_sum_of_pieces_at_the_floor_does_not_end_the_single_pieces_search() -> None:
+    # x0*x1**4 read at 1%: a sum of unit pieces of x1 (exp, sqrt, n2, 1/x1, 1) is within the
+    # noise of x1**4 over the range; the single pieces still take their two steps to
+    # n2(c*x1*x1), and the round gets both (ranked, the smaller wins)
+    spec = OracleSpec((Variable("x0", 0.5, 5.0), Variable("x1", 3.0, 10.0)), name="test:noisy power")
+    noise = np.random.default_rng(1)
+    oracle = CallableOracle(lambda X: X[:, 0] * X[:, 1] ** 4 * (1 + 0.01 * noise.standard_normal(len(X))), spec)
+    config = SearchConfig(operators=("add", "mul", "div", "exp", "sqrt", "n2"), population=20, batch=64, n_trials=3)
+    run = Run("racing", oracle, config, seed=0)
+    expr = Expr(("mul", "c", "x0"), (True, False, True))
+    ind = run.individual(expr, frozenset(), (frozenset({1}), frozenset()), settled=frozenset({0}))
+    assert run.lab.trials(frozenset()).noise_var is not None  # judged against the noise it measured
+    grown = run.expansions([ind])
+    assert all(g.fit.at_floor for g in grown)
+    assert any(g.expr.tokens.count("exp") == 1 and "sqrt" in g.expr.tokens for g in grown)  # the sum
+    assert any("n2" in g.expr.tokens and not {"exp", "sqrt", "div"} & set(g.expr.tokens) for g in grown)
+
+
 # --- reproducibility and every method ----------------------------------------------------------
 
 def test_seeded_run_repeats_identically() -> None:
