@@ -175,6 +175,11 @@ def _symbolically_equal(f: sympy.Expr, t: sympy.Expr, digits: int, tiny: float, 
         return True
     if _constant(sympy.simplify(round_floats(f, digits) - round_floats(t, digits))):
         return True
+    # Rounded as written, a constant that a simplification moved rounds apart from the truth's
+    # (m*(19.6174*h + v**2)/2 for 0.5*m*v**2 + 9.81*m*h: 19.6 against 9.81); expanded first, it
+    # is rounded where the truth has it.
+    if _constant(_expand(round_floats(_expand(f), digits) - round_floats(_expand(t), digits))):
+        return True
     if t == 0:
         return False
     ratio = sympy.simplify(round_floats(f, digits) / round_floats(t, digits))

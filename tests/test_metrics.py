@@ -176,6 +176,14 @@ def test_is_exact_accepts_nonlinear_constants_that_round_to_whole_numbers(found:
     assert is_exact(found, found.replace("1.0001*", "").replace("1.0*", "").replace("0.99999*", ""))
 
 
+def test_is_exact_rounds_the_constants_where_the_truth_has_them() -> None:
+    """A law read at 1% came back with its constant moved by simplification: rounded as
+    written, 19.6174 is 19.6, twice 9.8; expanded first, 9.8087 is 9.81 at three digits."""
+    truth = "0.5*m*v**2 + 9.81*m*h"
+    assert is_exact("m*(19.6174*h + v**2)/2", truth)
+    assert not is_exact("m*(19.58*h + v**2)/2", truth)  # 9.79 at three digits: not the law
+
+
 def test_is_exact_on_values_whose_squares_overflow() -> None:
     """feynman/III.14.14's truth reaches 1e252 on the comparison points: the judgement is the
     same as at a small scale, with no overflow along the way."""
