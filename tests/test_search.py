@@ -304,6 +304,21 @@ def test_under_noise_a_sum_of_pieces_at_the_floor_does_not_end_the_single_pieces
     assert any("n2" in g.expr.tokens and not {"exp", "sqrt", "div"} & set(g.expr.tokens) for g in grown)
 
 
+def test_an_open_phase_becomes_two_coefficients_a_sum_can_stand_for() -> None:
+    # 0.61*x1*sin(x0) - 0.59*cos(x0) + 0.3: with x1 held it is a*sin(x0 + p) + c, amplitude and
+    # phase both changing with x1; as a*sin(x0) + b*cos(x0) + c each coefficient is a sum
+    spec = OracleSpec(tuple(Variable(f"x{i}", 0.5, 5.0) for i in range(2)), name="test:phase")
+    oracle = CallableOracle(lambda X: 0.61 * X[:, 1] * np.sin(X[:, 0]) - 0.59 * np.cos(X[:, 0]) + 0.3, spec)
+    config = SearchConfig(operators=("add", "mul", "sin", "cos"), population=20, batch=32, n_trials=3)
+    run = Run("racing", oracle, config, seed=0)
+    expr = Expr(("add", "mul", "c", "sin", "add", "x0", "c", "c"), (True, True, False, True, True, True, False, False))
+    ind = run.individual(expr, frozenset(), (frozenset({1}), frozenset()), settled=frozenset({0}))
+    grown = run.expansions([ind])
+    assert grown and grown[0].fit.at_floor and grown[0].fitness < 1e-20
+    found = grown[0].expr.to_sympy(grown[0].fit.constants[0])
+    assert is_exact(found, "0.61*x1*sin(x0) - 0.59*cos(x0) + 0.3"), found
+
+
 # --- reproducibility and every method ----------------------------------------------------------
 
 def test_seeded_run_repeats_identically() -> None:

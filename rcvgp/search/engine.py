@@ -39,7 +39,7 @@ from rcvgp.search.choice import (
     Fitted, best_of, choose, drop_negligible_terms, expanded, front_of, pareto_front, predict, snap_constants, tidy,
 )
 from rcvgp.search.fitting import FitJob, Fitter
-from rcvgp.tree import CONST_TOKEN, Expr, reopened
+from rcvgp.tree import CONST_TOKEN, Expr, reopened, subtree_end
 
 __all__ = ["REPEATS", "Lab", "Individual", "Run", "StopSearch", "unit_scale"]
 
@@ -526,7 +526,13 @@ class Run:
         out: list[Individual] = []
         for ind in seeds:
             trials = self.lab.trials(ind.controlled)
-            terms = _terms(self.grammar(ind.controlled, ind.settled), trials.X[trials.mask])
+            g = self.grammar(ind.controlled, ind.settled)
+            if {"sin", "cos"} <= set(g.unary) and (unphased := _unphased(ind.expr)) is not None:
+                # The same tree, its open phases made coefficients: each can become a sum.
+                init = inherited_constants(ind.expr, ind.fit.constants, unphased)
+                ind = self.individuals([_Draft(unphased, ind.controlled, ind.schedule, trials, init=init,
+                                               settled=ind.settled)])[0]
+            terms = _terms(g, trials.X[trials.mask])
             linear = set(linear_constants(ind.expr.tokens))
             open_ = [k for k, i in enumerate(ind.expr.const_positions) if k in linear and not ind.expr.frozen[i]]
             if not terms or not open_:
@@ -1069,6 +1075,50 @@ def _terms(g: Grammar, points: np.ndarray) -> list[tuple[str, ...]]:
         with np.errstate(all="ignore"):
             out += [p for p in pieces if np.isfinite(evaluate(p, points, np.ones(1))).all()]
     return out
+
+
+def _unphased(expr: Expr) -> Expr | None:
+    """``expr`` with every ``u(A + c)`` (u sin or cos, c an open constant, A any subtree; ``A - c``
+    and ``c +- A`` too) and the open coefficient in front of it, if any, rewritten as
+    ``c*sin(A) + c*cos(A)``: the same family, linear in the new constants where the phase was
+    not. An amplitude and a phase that both change with a freed variable
+    (``0.61*x1*sin(x0) - 0.59*cos(x0)`` as ``a(x1)*sin(x0 + p(x1))``) are then two coefficients
+    a sum of pieces can each stand for. None if ``expr`` has no open phase."""
+    tokens, frozen = expr.tokens, expr.frozen
+
+    def is_open(start: int) -> bool:
+        return tokens[start] == CONST_TOKEN and not frozen[start]
+
+    def phase_argument(start: int) -> tuple[int, int] | None:
+        """The span of A if ``start`` is ``u(A +- c)`` or ``u(c +- A)`` with c open."""
+        if tokens[start] not in ("sin", "cos") or tokens[start + 1] not in ("add", "sub"):
+            return None
+        left = start + 2
+        right = subtree_end(tokens, left)
+        if is_open(right):
+            return left, right
+        if is_open(left):
+            return right, subtree_end(tokens, right)
+        return None
+
+    # In prefix order a product comes before its factors: a wave with an open coefficient is
+    # rewritten with it.
+    for start in range(len(tokens)):
+        if tokens[start] == "mul" and is_open(start + 1):
+            wave = start + 2
+        elif tokens[start] == "mul" and is_open(subtree_end(tokens, start + 1)):
+            wave = start + 1
+        else:
+            wave = start
+        span = phase_argument(wave)
+        if span is None:
+            continue
+        a, a_frozen = tokens[span[0]:span[1]], frozen[span[0]:span[1]]
+        both = Expr(("add", "mul", CONST_TOKEN, "sin") + a + ("mul", CONST_TOKEN, "cos") + a,
+                    (True, True, False, True) + a_frozen + (True, False, True) + a_frozen)
+        rewritten = expr.replace(start, both)
+        return _unphased(rewritten) or rewritten
+    return None
 
 
 def _sum_of(pieces: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
