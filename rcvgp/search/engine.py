@@ -467,13 +467,13 @@ class Run:
         """The best frozen trees of ``pop`` (the last round's order) with their open constants
         grown into functions of the variables freed since, those that fit to the noise floor.
 
-        Every open constant they are linear in, at once, into the sum of every piece
+        Two ways, both returned where they fit to the noise floor: every open constant they are
+        linear in (open phases first made coefficients), at once, into the sum of every piece
         (:meth:`_summed`: one least-squares fit, then only the pieces the data need); and each
         open constant, one at a time, into each small function of each variable freed since
-        the freeze: ``c*u(c*x)``, ``c + c*u(c*x)``,
-        ``c*u(c/x)`` and ``c + c*u(c/x)`` for every unary operator u and u(v) = v, fitted; those
-        that fit to the noise floor are returned. If none does, the best of them are grown once
-        more the same way (a damped wave needs ``exp(c*t)`` and ``cos(c*t)``: two pieces). A
+        the freeze: ``c*u(c*x)``, ``c + c*u(c*x)``, ``c*u(c/x)`` and ``c + c*u(c/x)`` for every
+        unary operator u and u(v) = v. If no single piece fits to the floor, the best of them
+        are grown once more the same way (a damped wave needs ``exp(c*t)`` and ``cos(c*t)``). A
         piece that fits only part of the change is not returned: such trees fit better at once
         and took the round over, in a structure that could not grow into the law
         (sincos-3-2-2/1: a coefficient standing for ``0.66/cos(x1)``).
