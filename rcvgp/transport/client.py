@@ -23,6 +23,7 @@ import json
 import logging
 import math
 import os
+import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -239,6 +240,33 @@ class _Link:
         return "unreachable", "no connection yet (is the host reachable, or does a firewall drop the packets?)"
 
 
+def _peer_mechanism(address: str, timeout: float = 1.0) -> str | None:
+    """The security mechanism (``"NULL"``, ``"CURVE"``, ...) a ZeroMQ server at a ``tcp://``
+    address announces in its ZMTP 3 greeting, read over a plain TCP connection; None if it cannot
+    be read (another transport, nothing there, not ZMTP 3)."""
+    if not address.startswith("tcp://"):
+        return None
+    host, _, port = address[len("tcp://"):].rpartition(":")
+    # A ZMTP 3 greeting is a signature (0xFF, 8 bytes, 0x7F), the version (3, minor), the
+    # mechanism (20 bytes), an as-server flag and filler: 64 bytes. Given the signature and the
+    # major version, a server sends the rest of its greeting; given all of ours at once, it may
+    # find the mismatch and hang up before it sends its own.
+    data = b""
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as conn:
+            conn.sendall(b"\xff" + bytes(8) + b"\x7f" + b"\x03")
+            while len(data) < 32:
+                chunk = conn.recv(64 - len(data))
+                if not chunk:
+                    break
+                data += chunk
+    except (OSError, ValueError):
+        return None
+    if len(data) < 32 or data[0] != 0xFF or data[9] != 0x7F or data[10] < 3:
+        return None
+    return data[12:32].rstrip(b"\x00").decode("ascii", "replace")
+
+
 class Channel(BaseChannel):
     """A lazy-pirate request channel to one endpoint (frames in, frames out, no interpretation).
 
@@ -354,7 +382,18 @@ class Channel(BaseChannel):
         ``silent`` (connected, no answer).
         """
         self._watch()
-        return self._link.diagnosis()
+        kind, why = self._link.diagnosis()
+        if kind in ("handshake", "bad-server-key"):
+            # The monitor reports a mechanism mismatch only when this side sees it first; when
+            # the server hangs up first it is a handshake failed "with no detail". The server's
+            # greeting names its mechanism: read it.
+            mechanism = _peer_mechanism(self.address)
+            curve = self._curve is not None
+            if mechanism == "CURVE" and not curve:
+                return "needs-curve", "the server wants CurveZMQ encryption and this client has no server key"
+            if mechanism == "NULL" and curve:
+                return "no-curve", "the server does not use CurveZMQ encryption, but this client was given a server key"
+        return kind, why
 
     def exchange(
         self,

@@ -1,5 +1,6 @@
 """An endpoint that does not answer: the client tells why (nothing listening, a CURVE key missing,
-wrong or refused, a silent server), from what its socket monitor saw, and says so while it waits."""
+wrong or refused, a silent server), from what its socket monitor saw and the server's greeting,
+and says so while it waits."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import zmq.auth
 from wire_helpers import SPEC, CountingFn
 from rcvgp.errors import OracleTimeout
 from rcvgp.oracle import CallableOracle
-from rcvgp.transport.client import ZmqOracle
+from rcvgp.transport.client import ZmqOracle, _peer_mechanism
 from rcvgp.transport.server import OracleServer
 
 needs_curve = pytest.mark.skipif(not zmq.has("curve"), reason="libzmq without CURVE")
@@ -73,6 +74,23 @@ def test_curve_key_problems_are_told_apart(keys: Path) -> None:
             assert alice.describe() == SPEC
     with OracleServer(oracle, "tcp://127.0.0.1:*") as plain:
         assert _no_answer(plain.endpoint, curve_server_key=keys / "server.key")[0] == "no-curve"
+
+
+@needs_curve
+def test_the_server_greeting_names_its_mechanism() -> None:
+    # the monitor tells a mechanism mismatch only when this side sees it before the server hangs
+    # up; the greeting tells it every time
+    with zmq.Context() as ctx, ctx.socket(zmq.ROUTER) as curve, ctx.socket(zmq.ROUTER) as plain:
+        public, secret = zmq.curve_keypair()
+        curve.curve_server, curve.curve_secretkey, curve.curve_publickey = True, secret, public
+        for sock in (curve, plain):
+            sock.setsockopt(zmq.LINGER, 0)
+        ports = [sock.bind_to_random_port("tcp://127.0.0.1") for sock in (curve, plain)]
+        for _ in range(3):
+            assert _peer_mechanism(f"tcp://127.0.0.1:{ports[0]}") == "CURVE"
+            assert _peer_mechanism(f"tcp://127.0.0.1:{ports[1]}") == "NULL"
+    assert _peer_mechanism(f"tcp://127.0.0.1:{ports[1]}") is None  # nothing listens now
+    assert _peer_mechanism("ipc:///nowhere.sock") is None
 
 
 def test_the_client_says_what_it_waits_for_and_until_when(tmp_path: Path) -> None:
