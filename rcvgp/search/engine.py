@@ -565,7 +565,7 @@ class Run:
                     if child.fit.at_floor and _as_good(trials, evaluate(child.expr.tokens, trials.X,
                                                                          child.fit.constants), reference):
                         kept, best = trial, child
-            if self.grammar(ind.controlled, ind.settled).fits(best.expr):
+            if g.fits(best.expr):
                 out.append(best)
         return out
 

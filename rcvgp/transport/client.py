@@ -388,11 +388,9 @@ class Channel(BaseChannel):
             # the server hangs up first it is a handshake failed "with no detail". The server's
             # greeting names its mechanism: read it.
             mechanism = _peer_mechanism(self.address)
-            curve = self._curve is not None
-            if mechanism == "CURVE" and not curve:
-                return "needs-curve", "the server wants CurveZMQ encryption and this client has no server key"
-            if mechanism == "NULL" and curve:
-                return "no-curve", "the server does not use CurveZMQ encryption, but this client was given a server key"
+            if mechanism in ("CURVE", "NULL") and (mechanism == "CURVE") != self._link.curve:
+                self._link.seen.add("mechanism")
+                return self._link.diagnosis()
         return kind, why
 
     def exchange(
