@@ -12,13 +12,13 @@ import pytest
 import sympy
 
 from rcvgp.benchmarks import get_benchmark
-from rcvgp.constants import FitResult, Trials
+from rcvgp.constants import FitResult, Trials, linear_constants
 from rcvgp.errors import ConfigError, OracleError
 from rcvgp.evaluate import evaluate
 from rcvgp.metrics import is_exact
 from rcvgp.oracle import CallableOracle, OracleSpec, Variable
 from rcvgp.search import METHODS, Progress, SearchConfig, SearchResult, run_search
-from rcvgp.search.engine import Individual, Run, StopSearch, inherited_constants, summary_constants
+from rcvgp.search.engine import Individual, Run, StopSearch, _linearized, inherited_constants, summary_constants
 from rcvgp.search.racing import _split
 from rcvgp.simulate import SimulatedOracle
 from rcvgp.tree import Expr
@@ -270,6 +270,7 @@ def test_open_constants_become_sums_of_the_pieces_the_data_need() -> None:
     tokens = grown[0].expr.tokens
     assert tokens.count("cos") == 1 and "sin" not in tokens and "exp" not in tokens
     assert tokens.count("x1") == 3  # 0.9*x1 in the slope; 0.3*x1 and cos(x1) in the offset
+    assert grown[0].expr.n_consts == 4  # the offset has no constant part: no leftover c beside its pieces
 
 
 def test_the_second_step_grows_the_best_of_each_piece_not_one_piece_three_ways() -> None:
@@ -317,6 +318,40 @@ def test_an_open_phase_becomes_two_coefficients_a_sum_can_stand_for() -> None:
     assert grown and grown[0].fit.at_floor and grown[0].fitness < 1e-20
     found = grown[0].expr.to_sympy(grown[0].fit.constants[0])
     assert is_exact(found, "0.61*x1*sin(x0) - 0.59*cos(x0) + 0.3"), found
+
+
+def test_open_coefficients_are_made_free_of_one_another_the_same_function() -> None:
+    # c*(x0 + c*sin(x0)) + c*sin(c): the inner coefficient rides on the outer one, and c*sin(c) is
+    # one constant written nonlinearly; rewritten, every open constant is a coefficient
+    def tree(text: str) -> Expr:
+        tokens = tuple(text.split())
+        return Expr(tokens, tuple(t != "c" for t in tokens))
+
+    expr = tree("add mul c add x0 mul c sin x0 mul c sin c")
+    constants = np.array([[2.0, 3.0, 0.5, 1.2], [-1.0, 0.25, 2.0, -0.3]])  # two trials
+    rewritten, values = _linearized(expr, constants)
+    assert rewritten.tokens == tuple("add add mul c x0 mul c sin x0 c".split())
+    assert set(linear_constants(rewritten.tokens)) == set(range(rewritten.n_consts))
+    X = np.random.default_rng(0).uniform(-3, 3, size=(2, 50, 1))
+    assert np.allclose(evaluate(rewritten.tokens, X, values), evaluate(expr.tokens, X, constants))
+    assert _linearized(tree("add mul c x0 c"), np.ones((1, 2))) is None  # nothing to rewrite
+
+
+def test_a_coefficient_riding_on_another_grows_into_its_own_sum() -> None:
+    # with x1 held the law is a*(x0 + b*sin(x0)); freed, a and a*b change with x1 through
+    # different pieces, which b alone (a ratio of them) cannot be the sum of
+    spec = OracleSpec(tuple(Variable(f"x{i}", 0.5, 5.0) for i in range(2)), name="test:riding")
+    law = "(0.5 + 0.9*x1)*x0 + (0.3 + 0.7*cos(x1))*sin(x0)"
+    oracle = CallableOracle(lambda X: (0.5 + 0.9 * X[:, 1]) * X[:, 0] + (0.3 + 0.7 * np.cos(X[:, 1])) * np.sin(X[:, 0]),
+                            spec)
+    config = SearchConfig(operators=("add", "mul", "sin", "cos"), population=20, batch=32, n_trials=3)
+    run = Run("racing", oracle, config, seed=0)
+    expr = Expr(("mul", "c", "add", "x0", "mul", "c", "sin", "x0"), (True, False, True, True, True, False, True, True))
+    ind = run.individual(expr, frozenset(), (frozenset({1}), frozenset()), settled=frozenset({0}))
+    grown = run.expansions([ind])
+    assert grown and grown[0].fit.at_floor and grown[0].fitness < 1e-20
+    found = grown[0].expr.to_sympy(grown[0].fit.constants[0])
+    assert is_exact(found, law), found
 
 
 # --- reproducibility and every method ----------------------------------------------------------

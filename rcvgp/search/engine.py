@@ -13,7 +13,7 @@ import dataclasses
 import math
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -39,7 +39,7 @@ from rcvgp.search.choice import (
     Fitted, best_of, choose, drop_negligible_terms, expanded, front_of, pareto_front, predict, snap_constants, tidy,
 )
 from rcvgp.search.fitting import FitJob, Fitter
-from rcvgp.tree import CONST_TOKEN, Expr, reopened, subtree_end
+from rcvgp.tree import CONST_TOKEN, Expr, arity, is_var, reopened, subtree_end
 
 __all__ = ["REPEATS", "Lab", "Individual", "Run", "StopSearch", "unit_scale"]
 
@@ -516,13 +516,19 @@ class Run:
 
     def _summed(self, seeds: Sequence[Individual]) -> list[Individual]:
         """Each seed with every open constant it is linear in made the sum of every piece of the
-        variables freed since (``c + c*x + c*u(x) + ... + c/x``, :func:`_terms`): still linear in
+        variables freed since (``c + c*x + c*u(x) + ... + c/x``, :func:`_terms`; first made
+        coefficients where they ride on one another, :func:`_linearized`): still linear in
         its constants, so one least-squares fit tells whether those pieces explain the change.
         If that fits to the noise floor, each piece is taken out in turn where the fit stays at
         the floor and as good as with them all (one pass, each judged against the whole sum, so
-        that small losses cannot add up). A coefficient that the freed variable changes through
-        several terms (``0.92*x3 + 0.86*cos(x3) + ...``) is then found in one step, where single
-        pieces (:meth:`_grown`) need one step per term."""
+        that small losses cannot add up); the coefficient's constant part is such a piece too.
+        A coefficient that the freed variable changes through several terms (``0.92*x3 +
+        0.86*cos(x3) + ...``) is then found in one step, where single pieces (:meth:`_grown`)
+        need one step per term.
+
+        The sums may outgrow ``max_size``, which bounds what GP's random edits build: a sum
+        holds only pieces the data need, and a law of six variables has more terms than 64
+        nodes hold (sincos-6-6-10/1: 81 in the engine's form)."""
         out: list[Individual] = []
         for ind in seeds:
             trials = self.lab.trials(ind.controlled)
@@ -532,12 +538,16 @@ class Run:
                 init = inherited_constants(ind.expr, ind.fit.constants, unphased)
                 ind = self.individuals([_Draft(unphased, ind.controlled, ind.schedule, trials, init=init,
                                                settled=ind.settled)])[0]
+            if (rewritten := _linearized(ind.expr, ind.fit.constants)) is not None:
+                # The same tree, its open coefficients made free of one another: each can become a sum.
+                ind = self.individuals([_Draft(rewritten[0], ind.controlled, ind.schedule, trials,
+                                               init=rewritten[1], settled=ind.settled)])[0]
             terms = _terms(g, trials.X[trials.mask])
             linear = set(linear_constants(ind.expr.tokens))
             open_ = [k for k, i in enumerate(ind.expr.const_positions) if k in linear and not ind.expr.frozen[i]]
             if not terms or not open_:
                 continue
-            kept = {k: list(terms) for k in open_}
+            kept = {k: [(CONST_TOKEN,)] + terms for k in open_}
 
             def fitted(kept: dict[int, list[tuple[str, ...]]]) -> Individual:
                 expr, columns = ind.expr, []
@@ -559,14 +569,15 @@ class Run:
             best, reference = whole, evaluate(whole.expr.tokens, trials.X, whole.fit.constants)
             for k in open_:
                 for piece in list(kept[k]):
+                    if len(kept[k]) == 1:
+                        break  # the coefficient was not 0 before the variable was freed
                     trial = {j: [p for p in pieces if j != k or p != piece] for j, pieces in kept.items()}
                     child = fitted(trial)
                     self.check_time()
                     if child.fit.at_floor and _as_good(trials, evaluate(child.expr.tokens, trials.X,
                                                                          child.fit.constants), reference):
                         kept, best = trial, child
-            if g.fits(best.expr):
-                out.append(best)
+            out.append(best)  # bounded by the pieces the data need, not by GP's max_size
         return out
 
     def _grown(self, seeds: Sequence[Individual], seen: set[tuple[str, ...]]) -> list[tuple[Individual, str]]:
@@ -1121,10 +1132,110 @@ def _unphased(expr: Expr) -> Expr | None:
     return None
 
 
+class _Node(NamedTuple):
+    """A tree node for :func:`_linearized`; ``values`` (K,) are an open constant's, per trial."""
+
+    token: str
+    frozen: bool
+    kids: tuple[_Node, ...] = ()
+    values: np.ndarray | None = None
+
+
+def _linearized(expr: Expr, constants: np.ndarray) -> tuple[Expr, np.ndarray] | None:
+    """``expr`` (frozen but some open constants, fitted to ``constants`` (K, n_consts)) rewritten
+    so that more of its open constants are coefficients a sum of pieces can stand for, with
+    their values; None if there is nothing to rewrite. A subtree of open constants without a
+    variable becomes one (``c*sin(c)``, which GP makes for a plain constant), an open
+    coefficient of a sum is multiplied into its terms (``c*(x1 + c*sin(x1))`` becomes
+    ``c*x1 + c*sin(x1)``), and two open factors of a product become one. The new tree fits at
+    least what the old one fits: its coefficients are free where the old ones were products."""
+    K = len(constants)
+    columns = iter(constants.T)
+
+    def nest(i: int) -> tuple[_Node, int]:
+        t, j, kids = expr.tokens[i], i + 1, []
+        for _ in range(arity(t)):
+            kid, j = nest(j)
+            kids.append(kid)
+        values = next(columns) if t == CONST_TOKEN else None
+        return _Node(t, expr.frozen[i], tuple(kids), values), j
+
+    def flat(n: _Node, tokens: list[str], frozen: list[bool], values: list[np.ndarray]) -> None:
+        tokens.append(n.token)
+        frozen.append(n.frozen)
+        if n.values is not None:
+            values.append(n.values)
+        for kid in n.kids:
+            flat(kid, tokens, frozen, values)
+
+    def is_open(n: _Node) -> bool:
+        return n.values is not None and not n.frozen
+
+    def has(n: _Node, test: Callable[[_Node], bool]) -> bool:
+        return test(n) or any(has(k, test) for k in n.kids)
+
+    def linear(n: _Node) -> bool:
+        """Whether ``n`` has an open constant where a product with an open coefficient would
+        not leave it linear (:func:`rcvgp.constants.linear_constants`)."""
+        if is_open(n):
+            return True
+        if n.token in ("add", "sub", "mul"):
+            return any(linear(k) for k in n.kids)
+        return n.token in ("neg", "div") and linear(n.kids[0])
+
+    def opened(values: np.ndarray) -> _Node:
+        return _Node(CONST_TOKEN, False, (), values)
+
+    def product(k: _Node, other: _Node) -> _Node | None:
+        """``k * other``, k an open constant, folded or multiplied into a sum; None if it is
+        neither."""
+        if is_open(other):
+            return opened(k.values * other.values)
+        if other.token == "mul" and any(is_open(f) for f in other.kids):
+            a, b = other.kids if is_open(other.kids[0]) else other.kids[::-1]
+            return times(opened(k.values * a.values), b)
+        if other.token == "neg":
+            return times(opened(-k.values), other.kids[0])
+        if other.token in ("add", "sub") and any(linear(part) for part in other.kids):
+            return _Node(other.token, True, tuple(times(k, part) for part in other.kids))
+        return None
+
+    def times(k: _Node, other: _Node) -> _Node:
+        return product(k, other) or _Node("mul", True, (k, other))
+
+    def rewrite(n: _Node) -> _Node:
+        n = n._replace(kids=tuple(rewrite(k) for k in n.kids))
+        if n.kids and not has(n, lambda m: is_var(m.token)) and has(n, is_open):
+            tokens: list[str] = []
+            frozen: list[bool] = []
+            values: list[np.ndarray] = []
+            flat(n, tokens, frozen, values)
+            with np.errstate(all="ignore"):
+                value = evaluate(tuple(tokens), np.zeros((K, 1, 1)), np.column_stack(values))[:, 0]
+            return opened(value)
+        if n.token == "mul" and any(is_open(k) for k in n.kids):
+            a, b = n.kids if is_open(n.kids[0]) else n.kids[::-1]
+            return product(a, b) or n
+        if n.token == "div" and is_open(n.kids[1]):
+            with np.errstate(all="ignore"):
+                return times(opened(1.0 / n.kids[1].values), n.kids[0])
+        if n.token == "neg" and n.kids[0].token == "mul" and any(is_open(k) for k in n.kids[0].kids):
+            return times(opened(-np.ones(K)), n.kids[0])
+        return n
+
+    tokens: list[str] = []
+    frozen: list[bool] = []
+    values: list[np.ndarray] = []
+    flat(rewrite(nest(0)[0]), tokens, frozen, values)
+    if tuple(tokens) == expr.tokens or not all(np.isfinite(v).all() for v in values):
+        return None
+    return Expr(tuple(tokens), tuple(frozen)), np.column_stack(values) if values else np.empty((K, 0))
+
+
 def _sum_of(pieces: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
-    """``c + p1 + p2 + ...`` as prefix tokens."""
-    tokens: tuple[str, ...] = (CONST_TOKEN,)
-    for piece in reversed(pieces):
+    """``p1 + p2 + ...`` as prefix tokens."""
+    tokens = pieces[-1]
+    for piece in reversed(pieces[:-1]):
         tokens = ("add",) + piece + tokens
     return tokens
 
