@@ -138,7 +138,7 @@ def is_exact(
         # (6.6743e-11/x3 for 6.6743e-7*1e-4/x3) is the law.
         symbolic = f if _undefined(zeroed) or _numerically_unlike(zeroed, t, domains) else zeroed
         with time_limit(seconds):
-            return _symbolically_equal(symbolic, t, digits, tiny, rel)
+            return _symbolically_equal(symbolic, t, digits, tiny, rel, domains)
     except (TypeError, ValueError, RecursionError, ZeroDivisionError, TimeUp):
         return False
 
@@ -164,14 +164,15 @@ def domain_symbol(variable: Variable) -> sympy.Symbol:
     return sympy.Symbol(variable.name, real=True, **sign)
 
 
-def _symbolically_equal(f: sympy.Expr, t: sympy.Expr, digits: int, tiny: float, rel: float) -> bool:
+def _symbolically_equal(f: sympy.Expr, t: sympy.Expr, digits: int, tiny: float, rel: float,
+                        domains: dict[str, Variable]) -> bool:
     """The symbolic checks of :func:`is_exact`, cheapest first; only small expressions are
     simplified, big ones only expanded."""
     if _constant(_without_tiny(_expand(f - t), tiny)):
         return True
     if sympy.count_ops(f) > _MAX_SIMPLIFY_OPS:
         return False
-    if _same_terms(f, t, rel) or _same_cross_products(f, t, rel):
+    if _same_terms(f, t, rel, domains) or _same_cross_products(f, t, rel, domains):
         return True
     if _constant(sympy.simplify(round_floats(f, digits) - round_floats(t, digits))):
         return True
@@ -204,12 +205,7 @@ def _numerically_unlike(
     symbols = sorted(f.free_symbols | t.free_symbols, key=lambda s: s.name)
     if not symbols:
         return False
-    domains = domains or {}
-    rng = np.random.default_rng(0)
-    X = np.empty((64, len(symbols)))
-    for j, s in enumerate(symbols):
-        var = domains.get(s.name)
-        X[:, j] = sample_variable(var, 64, rng) if var is not None else rng.uniform(0.5, 2.0, size=64)
+    X = _points(symbols, domains)
     try:
         with np.errstate(all="ignore"):
             fv = np.broadcast_to(np.asarray(sympy.lambdify(symbols, f, "numpy")(*X.T), dtype=float), (64,))
@@ -228,7 +224,38 @@ def _numerically_unlike(
         return bool(np.std(fv - tv) > rel * np.std(tv) and np.std(ratio) > rel * abs(np.mean(ratio)))
 
 
-def _same_terms(f: sympy.Expr, t: sympy.Expr, rel: float) -> bool:
+def _points(symbols: Sequence[sympy.Symbol], domains: dict[str, Variable] | None) -> np.ndarray:
+    """64 random points (64, n_symbols) of the symbols' declared supports; [0.5, 2] for a
+    symbol without one."""
+    domains = domains or {}
+    rng = np.random.default_rng(0)
+    X = np.empty((64, len(symbols)))
+    for j, s in enumerate(symbols):
+        var = domains.get(s.name)
+        X[:, j] = sample_variable(var, 64, rng) if var is not None else rng.uniform(0.5, 2.0, size=64)
+    return X
+
+
+def _sizes(coefficients: dict[sympy.Expr, complex], domains: dict[str, Variable]) -> dict[sympy.Expr, float]:
+    """Each term's size where the variables live: its coefficient times the mean magnitude of
+    the term over :func:`_points`. A coefficient alone depends on the units: in units where x0
+    is 1e5 and x2 1e-2, 1.3e-21*x1*x2**2 is a float leftover beside 1e-19*x0**2*x1."""
+    terms = list(coefficients)
+    symbols = sorted(set().union(*(k.free_symbols for k in terms)), key=lambda s: s.name)
+    X = _points(symbols, domains)
+    out = {}
+    for k in terms:
+        try:
+            with np.errstate(all="ignore"):
+                values = np.broadcast_to(np.asarray(sympy.lambdify(symbols, k, "numpy")(*X.T), dtype=complex), (64,))
+            m = float(np.mean(np.abs(values)))
+        except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError):
+            m = math.nan
+        out[k] = abs(coefficients[k]) * (m if math.isfinite(m) and m > 0 else 1.0)
+    return out
+
+
+def _same_terms(f: sympy.Expr, t: sympy.Expr, rel: float, domains: dict[str, Variable] | None = None) -> bool:
     """Whether the expanded forms (trigonometric sums split too) have the same terms with
     coefficients equal to ``rel``, up to a constant offset or a constant factor. Rounding each
     constant alone cannot judge a truth whose coefficients are products of constants
@@ -239,10 +266,11 @@ def _same_terms(f: sympy.Expr, t: sympy.Expr, rel: float) -> bool:
     terms = td.keys() - {1}
     if not terms:
         return False
-    # A term the truth lacks with a coefficient far below all of the truth's is a fitted leftover
+    # A term the truth lacks, far smaller than all of the truth's, is a fitted leftover
     # (sin(x0 - 1.5708) expands to -cos(x0) plus 3.7e-6*sin(x0)).
-    leftover = rel * min(abs(td[k]) for k in terms)
-    fd = {k: v for k, v in fd.items() if k in td or k == 1 or abs(v) >= leftover}
+    size = _sizes({**fd, **td}, domains or {})
+    leftover = rel * min(size[k] for k in terms)
+    fd = {k: v for k, v in fd.items() if k in td or k == 1 or size[k] >= leftover}
     if fd.keys() - {1} != terms:
         return False
     if all(abs(fd[k] - td[k]) <= rel * abs(td[k]) for k in terms):
@@ -253,7 +281,7 @@ def _same_terms(f: sympy.Expr, t: sympy.Expr, rel: float) -> bool:
     return ratios[0] != 0 and all(abs(r - ratios[0]) <= rel * abs(ratios[0]) for r in ratios)
 
 
-def _same_cross_products(f: sympy.Expr, t: sympy.Expr, rel: float) -> bool:
+def _same_cross_products(f: sympy.Expr, t: sympy.Expr, rel: float, domains: dict[str, Variable] | None = None) -> bool:
     """Whether f = Nf/Df equals t = Nt/Dt as Nf*Dt = Nt*Df, term by term to ``rel``: a fraction
     can match the truth only once put over one denominator (livermore2/Vars4-20's
     ``(-0.480769*x2*(x3 + 1) + D*(x0 + x1 + 6.69))/D`` is ``x0 + x1 + 6.21 + 1/D``)."""
@@ -266,10 +294,11 @@ def _same_cross_products(f: sympy.Expr, t: sympy.Expr, rel: float) -> bool:
     if not b:
         return False
     # as in _same_terms: a term on one side only must be far below every term of the truth's side
-    leftover = rel * min(abs(v) for v in b.values())
+    size = _sizes({**a, **b}, domains or {})
+    leftover = rel * min(size[k] for k in b)
     if any(abs(a.get(k, 0) - b.get(k, 0)) > rel * abs(b[k]) for k in b):
         return False
-    return all(abs(v) <= leftover for k, v in a.items() if k not in b)
+    return all(size[k] <= leftover for k in a if k not in b)
 
 
 def _expand(e: sympy.Expr) -> sympy.Expr:

@@ -244,6 +244,19 @@ def test_is_exact_evaluates_on_the_declared_ranges() -> None:
     assert not is_exact(found, truth, variables=[Variable("x0", 100.0, 1000.0), Variable("x1", 0.5, 2.0)])
 
 
+def test_is_exact_judges_float_leftovers_by_their_size_in_the_variables_units() -> None:
+    # feynman/I.18.4, (x0*x1 + x2*x3)/(x0 + x2), in units where x0 reads 1e5 and x2 1e-2: the
+    # found form's 1e-9*x1 and -1e-7*x1*x2/D cancel to a float residue of 1.3e-21*x1*x2**2, far
+    # below every term where the variables live, though not below the truth's 1e-19 coefficient
+    variables = [Variable("x0", 1e4, 1e6), Variable("x1", 1e5, 1e7, only_positive=False),
+                 Variable("x2", 1e-3, 1e-1), Variable("x3", 1e-2, 1.0, only_positive=False)]
+    truth = "(1.0e-14*x0*x1 + x2*x3)/(1.0e-5*x0 + 100*x2)"
+    found = "-1.0e-7*x1*x2/(1.0e-5*x0 + 100*x2) + 1.0e-9*x1 + x2*x3/(1.0e-5*x0 + 100*x2)"
+    assert is_exact(found, truth, variables=variables)
+    # a term of the size of the law's is no leftover in those units
+    assert not is_exact(found + " + 1.0e-11*x1", truth, variables=variables)
+
+
 def test_domain_symbols_carry_the_sign_of_the_support() -> None:
     assert domain_symbol(Variable("a", 0.1, 1.0)).is_positive
     assert domain_symbol(Variable("a", -2.0, -1.0)).is_negative
