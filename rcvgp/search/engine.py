@@ -1160,13 +1160,14 @@ def _linearized(expr: Expr, constants: np.ndarray) -> tuple[Expr, np.ndarray] | 
         values = next(columns) if t == CONST_TOKEN else None
         return _Node(t, expr.frozen[i], tuple(kids), values), j
 
-    def flat(n: _Node, tokens: list[str], frozen: list[bool], values: list[np.ndarray]) -> None:
-        tokens.append(n.token)
-        frozen.append(n.frozen)
-        if n.values is not None:
-            values.append(n.values)
+    def flat(n: _Node) -> tuple[tuple[str, ...], tuple[bool, ...], list[np.ndarray]]:
+        tokens, frozen, values = [n.token], [n.frozen], [] if n.values is None else [n.values]
         for kid in n.kids:
-            flat(kid, tokens, frozen, values)
+            t, f, v = flat(kid)
+            tokens += t
+            frozen += f
+            values += v
+        return tuple(tokens), tuple(frozen), values
 
     def is_open(n: _Node) -> bool:
         return n.values is not None and not n.frozen
@@ -1175,13 +1176,8 @@ def _linearized(expr: Expr, constants: np.ndarray) -> tuple[Expr, np.ndarray] | 
         return test(n) or any(has(k, test) for k in n.kids)
 
     def linear(n: _Node) -> bool:
-        """Whether ``n`` has an open constant where a product with an open coefficient would
-        not leave it linear (:func:`rcvgp.constants.linear_constants`)."""
-        if is_open(n):
-            return True
-        if n.token in ("add", "sub", "mul"):
-            return any(linear(k) for k in n.kids)
-        return n.token in ("neg", "div") and linear(n.kids[0])
+        """Whether ``n`` is linear in one of its open constants (fixed ones are literals)."""
+        return bool(linear_constants(flat(n)[0]))
 
     def opened(values: np.ndarray) -> _Node:
         return _Node(CONST_TOKEN, False, (), values)
@@ -1206,13 +1202,9 @@ def _linearized(expr: Expr, constants: np.ndarray) -> tuple[Expr, np.ndarray] | 
     def rewrite(n: _Node) -> _Node:
         n = n._replace(kids=tuple(rewrite(k) for k in n.kids))
         if n.kids and not has(n, lambda m: is_var(m.token)) and has(n, is_open):
-            tokens: list[str] = []
-            frozen: list[bool] = []
-            values: list[np.ndarray] = []
-            flat(n, tokens, frozen, values)
+            tokens, _, values = flat(n)
             with np.errstate(all="ignore"):
-                value = evaluate(tuple(tokens), np.zeros((K, 1, 1)), np.column_stack(values))[:, 0]
-            return opened(value)
+                return opened(evaluate(tokens, np.zeros((K, 1, 1)), np.column_stack(values))[:, 0])
         if n.token == "mul" and any(is_open(k) for k in n.kids):
             a, b = n.kids if is_open(n.kids[0]) else n.kids[::-1]
             return product(a, b) or n
@@ -1223,13 +1215,10 @@ def _linearized(expr: Expr, constants: np.ndarray) -> tuple[Expr, np.ndarray] | 
             return times(opened(-np.ones(K)), n.kids[0])
         return n
 
-    tokens: list[str] = []
-    frozen: list[bool] = []
-    values: list[np.ndarray] = []
-    flat(rewrite(nest(0)[0]), tokens, frozen, values)
-    if tuple(tokens) == expr.tokens or not all(np.isfinite(v).all() for v in values):
+    tokens, frozen, values = flat(rewrite(nest(0)[0]))
+    if tokens == expr.tokens or not all(np.isfinite(v).all() for v in values):
         return None
-    return Expr(tuple(tokens), tuple(frozen)), np.column_stack(values) if values else np.empty((K, 0))
+    return Expr(tokens, frozen), np.column_stack(values) if values else np.empty((K, 0))
 
 
 def _sum_of(pieces: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
