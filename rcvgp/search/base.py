@@ -58,7 +58,7 @@ class SearchConfig:
     eps_const: float = 1e-3  # a constant whose relative spread over trials is <= this is standalone
     optimizer: str = "LM"  # the paper's is BFGS; LM fits exact trees to rounding (benchmarks/fit_bench.py)
     fit_iterations: int = 20  # optimiser iterations per fit inside GP; the final refit gets 10x
-    max_size: int = 64  # most nodes in one expression
+    max_size: int = 64  # most nodes GP's edits build (with max_depth); the expansions' sums may outgrow both
     max_depth: int = 12
     n_validation: int = 256
     n_test: int = 256
