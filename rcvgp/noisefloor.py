@@ -193,6 +193,11 @@ def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise
         se = 2.0 * math.sqrt(float(np.mean(np.square(np.sqrt(noise_var) / unit * delta))) / y.size)
         spread = float(np.var(y / unit)) or float(np.mean((y / unit) ** 2))  # y may not vary
         rounding = EXACT_LOSS * spread
+    # Errors whose squares overflow make the rise inf, and with it the standard error, which
+    # would then excuse it: a candidate reading 4e199 for readings of 10 is worse (an RC
+    # discharge at 1% came back as exp(20*t/(C*R)), NMSE 7e303, chosen off the front for it).
+    if not rise < math.inf:
+        return False
     return bool(rise <= Z * se + rounding)
 
 

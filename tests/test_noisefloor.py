@@ -107,6 +107,9 @@ def test_not_worse_judges_a_difference_against_the_noise() -> None:
     assert not not_worse(exact, rare, truth, np.zeros(256))
     assert not_worse(exact, truth * (1 + 1e-12), truth, np.zeros(256))
     assert not not_worse(exact, np.where(x > 0.5, np.inf, truth), truth, np.zeros(256))
+    # finite, but so large that its squared errors overflow: worse, under noise as without it
+    assert not not_worse(y, np.where(x > 0.5, 4e199, truth), truth, noise)
+    assert not_worse(y, truth, np.where(x > 0.5, 4e199, truth), noise)  # the other way round it is better
 
 
 def test_a_constant_set_to_a_simple_value_must_be_within_a_few_standard_errors() -> None:
