@@ -256,15 +256,23 @@ def test_a_new_round_grows_open_constants_into_pieces_of_the_freed_variable(
     assert all(ind.settled == {0} for ind in pop)
 
 
+def _settled_x0_freed_x1(law: Callable[[np.ndarray], np.ndarray], tree: str, operators: tuple[str, ...],
+                         x1: tuple[float, float] = (0.5, 5.0), batch: int = 32) -> tuple[Run, Individual]:
+    """A Run on ``law`` (x0 in [0.5, 5], x1 in ``x1``) and ``tree`` (prefix tokens, its ``c`` open
+    and all else frozen) as a round that frees x1 finds it: frozen by an exact fit with x1 held."""
+    spec = OracleSpec((Variable("x0", 0.5, 5.0), Variable("x1", *x1)), name="test:expansions")
+    config = SearchConfig(operators=operators, population=20, batch=batch, n_trials=3)
+    run = Run("racing", CallableOracle(law, spec), config, seed=0)
+    tokens = tuple(tree.split())
+    expr = Expr(tokens, tuple(t != "c" for t in tokens))
+    return run, run.individual(expr, frozenset(), (frozenset({1}), frozenset()), settled=frozenset({0}))
+
+
 def test_open_constants_become_sums_of_the_pieces_the_data_need() -> None:
     # slope and offset of c*x0 + c each change with x1 through several terms: single pieces would
     # need a step per term; the sum of every piece, then each taken out where not needed, is one
-    spec = OracleSpec(tuple(Variable(f"x{i}", 0.5, 5.0) for i in range(2)), name="test:sums")
-    oracle = CallableOracle(lambda X: X[:, 0] * (0.5 + 0.9 * X[:, 1]) + 0.3 * X[:, 1] + 0.8 * np.cos(X[:, 1]), spec)
-    config = SearchConfig(operators=("add", "mul", "sin", "cos", "exp"), population=20, batch=32, n_trials=3)
-    run = Run("racing", oracle, config, seed=0)
-    expr = Expr(("add", "mul", "c", "x0", "c"), (True, True, False, True, False))
-    ind = run.individual(expr, frozenset(), (frozenset({1}), frozenset()), settled=frozenset({0}))
+    run, ind = _settled_x0_freed_x1(lambda X: X[:, 0] * (0.5 + 0.9 * X[:, 1]) + 0.3 * X[:, 1] + 0.8 * np.cos(X[:, 1]),
+                                    "add mul c x0 c", ("add", "mul", "sin", "cos", "exp"))
     grown = run.expansions([ind])
     assert grown and grown[0].fit.at_floor and grown[0].fitness < 1e-20
     tokens = grown[0].expr.tokens
@@ -276,12 +284,8 @@ def test_open_constants_become_sums_of_the_pieces_the_data_need() -> None:
 def test_the_second_step_grows_the_best_of_each_piece_not_one_piece_three_ways() -> None:
     # x0*x1**4 from c*x0 with x1 freed: no one piece fits; the three best fits of step one are all
     # exp(c*x1) three ways, and only the n2 piece grown again, n2(c*x1)*n2(c*x1), is the law
-    spec = OracleSpec((Variable("x0", 0.5, 5.0), Variable("x1", 3.0, 10.0)), name="test:power")
-    oracle = CallableOracle(lambda X: X[:, 0] * X[:, 1] ** 4, spec)
-    config = SearchConfig(operators=("add", "mul", "exp", "sin", "n2"), population=20, batch=32, n_trials=3)
-    run = Run("racing", oracle, config, seed=0)
-    expr = Expr(("mul", "c", "x0"), (True, False, True))
-    ind = run.individual(expr, frozenset(), (frozenset({1}), frozenset()), settled=frozenset({0}))
+    run, ind = _settled_x0_freed_x1(lambda X: X[:, 0] * X[:, 1] ** 4, "mul c x0", ("add", "mul", "exp", "sin", "n2"),
+                                    x1=(3.0, 10.0))
     grown = run.expansions([ind])
     assert grown and all(g.fit.at_floor for g in grown)
     assert "n2" in grown[0].expr.tokens and "exp" not in grown[0].expr.tokens
@@ -291,13 +295,9 @@ def test_under_noise_a_sum_of_pieces_at_the_floor_does_not_end_the_single_pieces
     # x0*x1**4 read at 1%: a sum of unit pieces of x1 (exp, sqrt, n2, 1/x1, 1) is within the
     # noise of x1**4 over the range; the single pieces still take their two steps to
     # n2(c*x1*x1), and the round gets both (ranked, the smaller wins)
-    spec = OracleSpec((Variable("x0", 0.5, 5.0), Variable("x1", 3.0, 10.0)), name="test:noisy power")
     noise = np.random.default_rng(1)
-    oracle = CallableOracle(lambda X: X[:, 0] * X[:, 1] ** 4 * (1 + 0.01 * noise.standard_normal(len(X))), spec)
-    config = SearchConfig(operators=("add", "mul", "div", "exp", "sqrt", "n2"), population=20, batch=64, n_trials=3)
-    run = Run("racing", oracle, config, seed=0)
-    expr = Expr(("mul", "c", "x0"), (True, False, True))
-    ind = run.individual(expr, frozenset(), (frozenset({1}), frozenset()), settled=frozenset({0}))
+    run, ind = _settled_x0_freed_x1(lambda X: X[:, 0] * X[:, 1] ** 4 * (1 + 0.01 * noise.standard_normal(len(X))),
+                                    "mul c x0", ("add", "mul", "div", "exp", "sqrt", "n2"), x1=(3.0, 10.0), batch=64)
     assert run.lab.trials(frozenset()).noise_var is not None  # judged against the noise it measured
     grown = run.expansions([ind])
     assert all(g.fit.at_floor for g in grown)
@@ -308,12 +308,8 @@ def test_under_noise_a_sum_of_pieces_at_the_floor_does_not_end_the_single_pieces
 def test_an_open_phase_becomes_two_coefficients_a_sum_can_stand_for() -> None:
     # 0.61*x1*sin(x0) - 0.59*cos(x0) + 0.3: with x1 held it is a*sin(x0 + p) + c, amplitude and
     # phase both changing with x1; as a*sin(x0) + b*cos(x0) + c each coefficient is a sum
-    spec = OracleSpec(tuple(Variable(f"x{i}", 0.5, 5.0) for i in range(2)), name="test:phase")
-    oracle = CallableOracle(lambda X: 0.61 * X[:, 1] * np.sin(X[:, 0]) - 0.59 * np.cos(X[:, 0]) + 0.3, spec)
-    config = SearchConfig(operators=("add", "mul", "sin", "cos"), population=20, batch=32, n_trials=3)
-    run = Run("racing", oracle, config, seed=0)
-    expr = Expr(("add", "mul", "c", "sin", "add", "x0", "c", "c"), (True, True, False, True, True, True, False, False))
-    ind = run.individual(expr, frozenset(), (frozenset({1}), frozenset()), settled=frozenset({0}))
+    run, ind = _settled_x0_freed_x1(lambda X: 0.61 * X[:, 1] * np.sin(X[:, 0]) - 0.59 * np.cos(X[:, 0]) + 0.3,
+                                    "add mul c sin add x0 c c", ("add", "mul", "sin", "cos"))
     grown = run.expansions([ind])
     assert grown and grown[0].fit.at_floor and grown[0].fitness < 1e-20
     found = grown[0].expr.to_sympy(grown[0].fit.constants[0])
@@ -340,14 +336,11 @@ def test_open_coefficients_are_made_free_of_one_another_the_same_function() -> N
 def test_a_coefficient_riding_on_another_grows_into_its_own_sum() -> None:
     # with x1 held the law is a*(x0 + b*sin(x0)); freed, a and a*b change with x1 through
     # different pieces, which b alone (a ratio of them) cannot be the sum of
-    spec = OracleSpec(tuple(Variable(f"x{i}", 0.5, 5.0) for i in range(2)), name="test:riding")
     law = "(0.5 + 0.9*x1)*x0 + (0.3 + 0.7*cos(x1))*sin(x0)"
-    oracle = CallableOracle(lambda X: (0.5 + 0.9 * X[:, 1]) * X[:, 0] + (0.3 + 0.7 * np.cos(X[:, 1])) * np.sin(X[:, 0]),
-                            spec)
-    config = SearchConfig(operators=("add", "mul", "sin", "cos"), population=20, batch=32, n_trials=3)
-    run = Run("racing", oracle, config, seed=0)
-    expr = Expr(("mul", "c", "add", "x0", "mul", "c", "sin", "x0"), (True, False, True, True, True, False, True, True))
-    ind = run.individual(expr, frozenset(), (frozenset({1}), frozenset()), settled=frozenset({0}))
+    def y(X: np.ndarray) -> np.ndarray:
+        return (0.5 + 0.9 * X[:, 1]) * X[:, 0] + (0.3 + 0.7 * np.cos(X[:, 1])) * np.sin(X[:, 0])
+
+    run, ind = _settled_x0_freed_x1(y, "mul c add x0 mul c sin x0", ("add", "mul", "sin", "cos"))
     grown = run.expansions([ind])
     assert grown and grown[0].fit.at_floor and grown[0].fitness < 1e-20
     found = grown[0].expr.to_sympy(grown[0].fit.constants[0])
