@@ -7,7 +7,7 @@ import pytest
 import sympy
 
 from rcvgp.search.choice import (
-    Fitted, as_fractions, choose, expanded, pareto_front, predict, same_law, simple_values, snap_constants,
+    Fitted, as_fractions, choose, expanded, pareto_front, predict, simple_values, snap_constants,
 )
 from rcvgp.tree import Expr
 
@@ -61,57 +61,6 @@ def test_without_noise_only_the_exact_law_is_as_good_as_the_best() -> None:
     bigger = _fitted(12, TRUTH * (1 + 1e-15), TRUTH)  # as exact, bigger: rounding apart
     front = [near, exact, bigger]
     assert front[choose(front, TRUTH, np.zeros(256))].complexity == 9
-
-
-# Fit readings: five times the validation points, the noise of _noisy.
-X_FIT = np.random.default_rng(10).uniform(1.0, 2.0, size=(1280, 2))
-SIGMA = 0.05
-TRUTH_FIT = 2.0 * X_FIT[:, 0] + 0.5 * X_FIT[:, 1] ** 2
-
-
-def _on_fit(n_nodes: int, n_consts: int, val: np.ndarray, fit: np.ndarray, y_val: np.ndarray) -> Fitted:
-    nmse = float(np.mean((y_val - val) ** 2) / np.var(y_val))
-    return Fitted(Expr(("c",) * n_nodes), np.zeros(n_consts), (frozenset(),), nmse, val, nmse, fit)
-
-
-def _weak_term_ladder(seed: int) -> tuple[list[Fitted], np.ndarray, np.ndarray]:
-    """The law y = 2*x0 + 0.5*x1**2 + 0.02*x0*x1 (fitted exactly) and the same without its
-    small term (its mean kept), with noisy validation and fit readings: leaving the term out
-    raises the chi-square by 10 to 18 on the validation points, less than :func:`rcvgp.noisefloor.not_worse`
-    counts, and by 60 to 95 on the fit points."""
-    rng = np.random.default_rng(seed)
-
-    def law(X: np.ndarray, a: float) -> np.ndarray:
-        return 2.0 * X[:, 0] + 0.5 * X[:, 1] ** 2 + a * (X[:, 0] * X[:, 1] - 2.25)
-
-    y_val = law(X, 0.02) + SIGMA * rng.standard_normal(256)
-    y_fit = law(X_FIT, 0.02) + SIGMA * rng.standard_normal(1280)
-    ladder = [_on_fit(9, 3, law(X, 0.0), law(X_FIT, 0.0), y_val), _on_fit(13, 4, law(X, 0.02), law(X_FIT, 0.02), y_val)]
-    return ladder, y_val, y_fit
-
-
-@pytest.mark.parametrize("seed", range(5))
-def test_a_term_the_fit_readings_see_is_kept_though_validation_alone_would_drop_it(seed: int) -> None:
-    front, y_val, y_fit = _weak_term_ladder(seed)
-    noise_val, noise_fit = np.full(256, SIGMA**2), np.full(1280, SIGMA**2)
-    assert front[choose(front, y_val, noise_val)].complexity == 9  # validation alone cannot tell
-    assert not same_law(front[0], front[1], y_fit, noise_fit)
-    assert front[choose(front, y_val, noise_val, fit=(y_fit, noise_fit))].complexity == 13
-
-
-@pytest.mark.parametrize("seed", range(5))
-def test_an_overfit_with_spare_constants_does_not_stop_the_law(seed: int) -> None:
-    # The reference follows the fit readings' noise as least squares with 8 spare constants would:
-    # it lowers the chi-square by about 8, what chance gives 8 restrictions.
-    rng = np.random.default_rng(seed)
-    y_fit = TRUTH_FIT + SIGMA * rng.standard_normal(1280)
-    basis = np.column_stack([np.sin(k * X_FIT[:, 0] + X_FIT[:, 1]) for k in range(1, 9)])
-    spare, *_ = np.linalg.lstsq(basis, y_fit - TRUTH_FIT, rcond=None)
-    law = _on_fit(9, 2, TRUTH, TRUTH_FIT, TRUTH)
-    overfit = _on_fit(30, 10, TRUTH, TRUTH_FIT + basis @ spare, TRUTH)
-    assert same_law(law, overfit, y_fit, np.full(1280, SIGMA**2))
-    with pytest.raises(ValueError, match="on_fit"):
-        same_law(_fitted(9, TRUTH, TRUTH), overfit, y_fit, np.full(1280, SIGMA**2))
 
 
 def test_simple_values_go_from_zero_to_the_whole_number_and_quarters_of_the_value_s_decade() -> None:

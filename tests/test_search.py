@@ -758,28 +758,3 @@ def test_the_law_s_constants_are_measured_to_the_precision_asked_for() -> None:
     approximate = [run(0.2, precision=p, operators=("add",)) for p in (1e-5, 1.0)]
     assert approximate[0].nmse_test > 1e-3 and approximate[0].points_measured == approximate[1].points_measured
     assert SearchResult.from_dict(fine.to_dict()).constants_error == fine.constants_error
-
-
-@pytest.mark.parametrize(("slope", "wave", "kept"), [(0.02, 0.0, True), (0.0, 0.0, False), (0.02, 0.1, False)])
-def test_the_law_keeps_a_term_the_readings_it_was_fitted_to_see(slope: float, wave: float, kept: bool) -> None:
-    # y = 2*x0 + 1 + slope*x0*x1 read with noise 0.05: a slope of 0.02 moves the validation
-    # readings too little for them alone to keep its term, the fit readings (5 times as many)
-    # keep it; a term of the noise alone goes all the same, and so does the small term of an
-    # approximation (a wave in y that the tree does not hold: its misfit is no noise to weigh by)
-    def law(X: np.ndarray) -> np.ndarray:
-        return 2.0 * X[:, 0] + 1.0 + slope * X[:, 0] * X[:, 1] + wave * np.sin(20.0 * X[:, 0])
-
-    rng = np.random.default_rng(0)
-    spec = OracleSpec((Variable("x0", 1.0, 2.0), Variable("x1", 1.0, 2.0)), name="test:pruning")
-    run = Run("racing", CallableOracle(law, spec), SearchConfig(operators=("add", "mul"), noise_std=0.05), seed=0)
-
-    def readings(n: int) -> Trials:
-        X = rng.uniform(1.0, 2.0, size=(n, 2))
-        return Trials(X[None], (law(X) + 0.05 * rng.standard_normal(n))[None], noise_var=np.full((1, n), 0.05**2))
-
-    data, val = readings(1280), readings(256)
-    entry = run._fitted(Expr(tuple("add add mul c x0 c mul c mul x0 x1".split())), None, (frozenset(),), data, val)
-    assert val.noise_var is not None and data.noise_var is not None
-    pruned = run._pruned_law(entry, data, val, val.noise_var[0], (data.y[0], data.noise_var[0]))
-    assert ("x1" in pruned.expr.tokens) == kept
-    assert "x1" not in run._pruned_law(entry, data, val, val.noise_var[0]).expr.tokens  # validation alone

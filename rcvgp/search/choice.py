@@ -6,9 +6,7 @@ The rule (``parsimonious``, the default): among the front, from simplest to most
 first whose validation error is not distinguishably worse than the lowest on the front
 (:func:`rcvgp.noisefloor.not_worse`: the rise in mean squared error is within three standard
 errors of what the measurement noise makes of the two expressions' difference, or within
-rounding when there is no noise) and, given the noisy readings both were fitted to (the engine
-gives them when the best fits them to the noise floor), that those do not tell it from the best
-(:func:`same_law`). Like PySR's "best" score and BIC it trades error against
+rounding when there is no noise). Like PySR's "best" score and BIC it trades error against
 complexity, but the exchange rate is the noise the experiment measured, not a tuned constant:
 with noiseless data the exact law wins over any near-fit; with noisy data a simpler law that
 fits as well as the data can tell wins over one that also fits the noise. ``accuracy`` picks the
@@ -26,13 +24,13 @@ from typing import TypeVar
 import numpy as np
 import sympy
 
-from rcvgp.noisefloor import consistent, not_worse
+from rcvgp.noisefloor import not_worse
 from rcvgp.search.base import SELECTIONS
 from rcvgp.tree import Expr
 
 __all__ = [
-    "MAX_DENOMINATOR", "SAME_FIT", "Fitted", "front_of", "pareto_front", "same_law", "choose", "best_of",
-    "simple_values", "snap_constants", "as_fractions", "predict", "expanded", "drop_negligible_terms", "tidy",
+    "MAX_DENOMINATOR", "SAME_FIT", "Fitted", "front_of", "pareto_front", "choose", "best_of", "simple_values",
+    "snap_constants", "as_fractions", "predict", "expanded", "drop_negligible_terms", "tidy",
 ]
 
 #: Largest denominator of the fractions a constant may snap to: halves, thirds and quarters are
@@ -45,8 +43,7 @@ class Fitted:
     """A structure fitted on the final data (no variable held), in the search's units.
 
     ``loss`` is its NMSE on the data it was fitted to, ``prediction`` its values on the
-    validation points and ``nmse_validation`` its NMSE there; ``on_fit`` its values on the points
-    it was fitted to (None where they are not kept).
+    validation points and ``nmse_validation`` its NMSE there.
     """
 
     expr: Expr
@@ -55,7 +52,6 @@ class Fitted:
     loss: float
     prediction: np.ndarray
     nmse_validation: float
-    on_fit: np.ndarray | None = None
 
     @property
     def complexity(self) -> int:
@@ -89,30 +85,7 @@ def pareto_front(fitted: Iterable[Fitted]) -> list[Fitted]:
     return front_of(fitted, lambda f: (f.complexity, f.nmse_validation))
 
 
-def same_law(candidate: Fitted, reference: Fitted, y: np.ndarray, noise_var: np.ndarray) -> bool:
-    """Whether readings ``y``, which both were fitted to (``on_fit``), are consistent with
-    ``candidate`` where ``reference`` fits them (:func:`rcvgp.noisefloor.consistent`, as many
-    restrictions as ``reference`` has constants beyond ``candidate``'s, at least one).
-
-    Dropping a term from a law claims that its coefficient is 0, as a snap claims a constant's
-    value: the data the law was fitted to must allow it. :func:`not_worse` on the validation
-    points alone keeps a term only if it moves predictions by about twice
-    :data:`rcvgp.noisefloor.Z` of their standard errors; so at 1% noise ``- x2*x3`` went from
-    ``-x0**2*sqrt(x1) + exp(x1) - x2*x3 + 1.81 - 2.34*x3/x0`` (livermore2/Vars4-16), though
-    without it the chi-square of the 1,280 readings the law was fitted to rose by over 250."""
-    if candidate.on_fit is None or reference.on_fit is None:
-        raise ValueError("same_law needs both fits' values on the points they were fitted to (on_fit)")
-    restrictions = max(1, len(reference.constants) - len(candidate.constants))
-    return consistent(y, candidate.on_fit, reference.on_fit, noise_var, restrictions)
-
-
-def choose(
-    front: Sequence[Fitted],
-    y: np.ndarray,
-    noise_var: np.ndarray,
-    rule: str = "parsimonious",
-    fit: tuple[np.ndarray, np.ndarray] | None = None,
-) -> int:
+def choose(front: Sequence[Fitted], y: np.ndarray, noise_var: np.ndarray, rule: str = "parsimonious") -> int:
     """The index of the law on ``front`` (simplest first) by ``rule`` (see the module's text).
 
     Parameters
@@ -123,9 +96,6 @@ def choose(
     noise_var : ndarray of shape (n_validation,)
         The noise variance of each reading.
     rule : {'parsimonious', 'accuracy'}
-    fit : (readings, noise variance), optional
-        The readings the fits were fitted to (their ``on_fit``) and their noise: a simpler fit
-        is then chosen only if they are consistent with it too (:func:`same_law`).
     """
     if not front:
         raise ValueError("choose needs at least one fitted expression")
@@ -135,8 +105,7 @@ def choose(
     if rule == "accuracy":
         return best
     for i, f in enumerate(front[:best]):
-        if not_worse(y, f.prediction, front[best].prediction, noise_var) and (
-                fit is None or same_law(f, front[best], *fit)):
+        if not_worse(y, f.prediction, front[best].prediction, noise_var):
             return i
     return best
 

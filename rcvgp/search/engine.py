@@ -36,8 +36,7 @@ from rcvgp.search.base import (
     Candidate, Progress, ProgressCallback, ScheduleStats, SearchConfig, SearchResult, TestPoints, rounds_not_run,
 )
 from rcvgp.search.choice import (
-    Fitted, best_of, choose, drop_negligible_terms, expanded, front_of, pareto_front, predict, same_law, snap_constants,
-    tidy,
+    Fitted, best_of, choose, drop_negligible_terms, expanded, front_of, pareto_front, predict, snap_constants, tidy,
 )
 from rcvgp.search.fitting import FitJob, Fitter
 from rcvgp.tree import CONST_TOKEN, Expr, arity, is_var, reopened, subtree_end
@@ -855,16 +854,11 @@ class Run:
         test = lab.fresh_points(cfg.n_test, reserved=True)
         assert lab.noise is not None  # measured with the first trials
         noise = lab.noise.variance(val.y[0])
-        # With noise, a part is dropped and a simpler law chosen only where the readings the law
-        # was fitted to allow it too (choice.same_law); without, the validation points count any rise.
-        fit_readings = None if lab.noise.zero else (fit_data.y[0], lab.noise.variance(fit_data.y[0]))
         fitted = pareto_front(self._fitted(expr, start, schedule, fit_data, val) for expr, start, schedule in structures)
-        # Each entry without the parts the data do not need, so that the choice weighs the laws'
-        # own sizes, not those of the trees they came in.
-        front = pareto_front(self._pruned_law(f, fit_data, val, noise, fit_readings) for f in fitted)
-        most_accurate = best_of(front)
-        index = choose(front, val.y[0], noise, cfg.selection,
-                       fit_readings if self._fits_its_readings(front[most_accurate], fit_data) else None)
+        # Each entry without the parts the validation data do not need, so that the choice weighs
+        # the laws' own sizes, not those of the trees they came in.
+        front = pareto_front(self._pruned_law(f, fit_data, val, noise) for f in fitted)
+        index, most_accurate = choose(front, val.y[0], noise, cfg.selection), best_of(front)
         # The choice is made; if it is a law (it fits the validation data to the noise floor: an
         # approximation's constants are no law's, and not worth the rig's time; nor is the mean
         # of readings that show no variable's effect), its constants (and those of the most
@@ -941,13 +935,6 @@ class Run:
         )
 
     @staticmethod
-    def _fits_its_readings(law: Fitted, data: Trials) -> bool:
-        """Whether ``law`` fits the readings it was fitted to (``data``) to the noise floor: only
-        then do they weigh a term against the noise (:func:`rcvgp.search.choice.same_law`); an
-        approximation's misfit is no noise, and every term that bends it closer would stay."""
-        return law.loss <= data.floor.level[0]
-
-    @staticmethod
     def _fits_to_floor(law: Fitted, val: Trials) -> bool:
         """Whether ``law`` fits the validation data as well as the noise lets anything fit them."""
         return bool(val.losses(law.prediction[None])[0] <= val.floor.level[0])
@@ -1008,26 +995,20 @@ class Run:
         consts = fit.constants[0]
         pred = evaluate(expr.tokens, val.X[0], consts)
         nmse = regression_metrics(val.y[0], pred)["nmse"]
-        return Fitted(expr, consts, schedule, float(fit.losses[0]), pred, nmse if nmse == nmse else math.inf,
-                      evaluate(expr.tokens, data.X[0], consts))
+        return Fitted(expr, consts, schedule, float(fit.losses[0]), pred, nmse if nmse == nmse else math.inf)
 
-    def _pruned_law(self, entry: Fitted, data: Trials, val: Trials, noise: np.ndarray,
-                    fit: tuple[np.ndarray, np.ndarray] | None = None) -> Fitted:
+    def _pruned_law(self, entry: Fitted, data: Trials, val: Trials, noise: np.ndarray) -> Fitted:
         """The fit with every subtree made one constant, and every operator replaced by one of
         its children, where that leaves it not distinguishably worse on the validation points
-        and, given ``fit`` (the readings of ``data`` and their noise) and a fit of them to the
-        noise floor, consistent with those (:func:`rcvgp.search.choice.same_law`); biggest
-        subtrees first, each compared with the fit as it came, so that small losses cannot add up."""
-        if not self._fits_its_readings(entry, data):
-            fit = None
+        (biggest subtrees first, each compared with the fit as it came, so that small losses
+        cannot add up)."""
         law, shrunk = entry, True
         while shrunk:
             shrunk = False
             for child in deletions(law.expr) + hoists(law.expr):
                 init = inherited_constants(law.expr, law.constants[None], child)
                 fitted = self._fitted(child, init[0], law.schedule, data, val)
-                if not_worse(val.y[0], fitted.prediction, entry.prediction, noise) and (
-                        fit is None or same_law(fitted, entry, *fit)):
+                if not_worse(val.y[0], fitted.prediction, entry.prediction, noise):
                     law, shrunk = fitted, True
                     break
         return law
