@@ -337,10 +337,9 @@ def test_a_coefficient_riding_on_another_grows_into_its_own_sum() -> None:
     # with x1 held the law is a*(x0 + b*sin(x0)); freed, a and a*b change with x1 through
     # different pieces, which b alone (a ratio of them) cannot be the sum of
     law = "(0.5 + 0.9*x1)*x0 + (0.3 + 0.7*cos(x1))*sin(x0)"
-    def y(X: np.ndarray) -> np.ndarray:
-        return (0.5 + 0.9 * X[:, 1]) * X[:, 0] + (0.3 + 0.7 * np.cos(X[:, 1])) * np.sin(X[:, 0])
-
-    run, ind = _settled_x0_freed_x1(y, "mul c add x0 mul c sin x0", ("add", "mul", "sin", "cos"))
+    y = sympy.lambdify(sympy.symbols("x0 x1"), sympy.sympify(law), "numpy")
+    run, ind = _settled_x0_freed_x1(lambda X: y(X[:, 0], X[:, 1]), "mul c add x0 mul c sin x0",
+                                    ("add", "mul", "sin", "cos"))
     grown = run.expansions([ind])
     assert grown and grown[0].fit.at_floor and grown[0].fitness < 1e-20
     found = grown[0].expr.to_sympy(grown[0].fit.constants[0])
