@@ -8,7 +8,7 @@ when they are given (:func:`is_exact`, :func:`domain_symbol`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -76,10 +76,12 @@ def round_floats(expr: sympy.Expr, digits: int = 3) -> sympy.Expr:
     return expr.xreplace(subs) if subs else expr
 
 
-def _as_sympy(e: Any) -> sympy.Expr:
+def _as_sympy(e: Any, names: Iterable[str] = ()) -> sympy.Expr:
+    """``e`` itself if sympy, else its text parsed with ``names`` as plain symbols (a variable
+    called ``S``, ``E``, ``I`` or ``beta`` is the variable, not sympy's object of that name)."""
     if isinstance(e, sympy.Basic):
         return e
-    return sympy.sympify(str(e))
+    return sympy.sympify(str(e), locals={n: sympy.Symbol(n) for n in names})
 
 
 #: Wall seconds the symbolic checks of :func:`is_exact` may take.
@@ -108,6 +110,7 @@ def is_exact(
     Parameters
     ----------
     found, truth : sympy expression or str
+        Text is read with the names of ``variables`` as plain symbols.
     digits : int
         Significant digits at which constants are compared.
     rel : float
@@ -123,7 +126,7 @@ def is_exact(
         that is not among them -- symbols carry no assumption and points come from [0.5, 2].
     """
     domains = {v.name: v for v in variables or ()}
-    f, t = _unify(_as_sympy(found), domains), _unify(_as_sympy(truth), domains)
+    f, t = _unify(_as_sympy(found, domains), domains), _unify(_as_sympy(truth, domains), domains)
     scale = min((abs(float(c)) for c in t.atoms(sympy.Float) if float(c) != 0), default=1.0)
     tiny = rel * min(scale, 1.0)
     zeroed = _without_tiny(f, tiny)

@@ -202,6 +202,13 @@ def test_is_exact_matches_symbols_by_name() -> None:
     assert is_exact(2 * real, plain)
 
 
+def test_is_exact_reads_text_over_the_variables_names() -> None:
+    # S, E and I are sympy's singletons, Euler's number and the imaginary unit to a plain sympify.
+    variables = [Variable(n, 0.5, 2.0) for n in ("Vm", "S", "E", "I")]
+    assert is_exact("Vm*S/(E + S) + I", "Vm*S/(S + E) + I", variables=variables)
+    assert not is_exact("Vm*S/(E + S)", "Vm*S/(S + E) + I", variables=variables)
+
+
 # --- exact recovery on the variables' declared domains ------------------------------------------
 
 #: What a run returned for livermore2/Vars6-16 (NMSE 6e-32), its fitted floats kept.
