@@ -7,7 +7,7 @@ import pytest
 import sympy
 
 from rcvgp.search.choice import (
-    Fitted, as_fractions, choose, expanded, pareto_front, predict, simple_values, snap_constants,
+    Fitted, as_fractions, choose, expanded, normalized_quotients, pareto_front, predict, simple_values, snap_constants,
 )
 from rcvgp.tree import Expr
 
@@ -145,3 +145,21 @@ def test_a_snapped_fraction_is_shown_as_one() -> None:
     shown = as_fractions(0.666666666666667 * x + 0.431573 + 0.5000001 * x**3)
     assert shown == 2 * x / 3 + sympy.Float(0.431573) + sympy.Float(0.5000001) * x**3
     assert as_fractions(0.6 * x) == 0.6 * x  # a decimal stays one
+
+
+def test_a_quotient_is_divided_through_by_its_denominator_s_constant_term() -> None:
+    vm, s, km = sympy.symbols("Vm S Km", positive=True)
+    points = np.random.default_rng(1).uniform(0.5, 2.0, size=(64, 3))
+    # What a fit of a Michaelis-Menten law left: one free scale, in floats apart in their last digits.
+    found = sympy.Float(3.7800337692091279) * vm / (sympy.Float(3.7800337692091293) * km / s
+                                                   + sympy.Float(3.7800337692091266))
+    divided = normalized_quotients(found, [vm, s, km], points)
+    assert snap_constants(divided, lambda e: np.allclose(predict(e, [vm, s, km], points),
+                                                         predict(found, [vm, s, km], points))) == vm / (km / s + 1)
+    x0, x1 = sympy.symbols("x0 x1", positive=True)
+    leftover = x0 / (x1 + sympy.Float(1.3e-17))  # a constant term that is no part of the law stays to be dropped
+    assert normalized_quotients(leftover, [x0, x1], points[:, :2]) == leftover
+    root = sympy.Float(2.5) / sympy.sqrt(sympy.Float(-4.0) + 2 * x1**2)  # no real square root of -4 to take out
+    assert normalized_quotients(root, [x0, x1], points[:, :2] + 2) == root
+    divided = normalized_quotients(2.5 / sympy.sqrt(4.0 + 2 * x1**2), [x0, x1], points[:, :2])
+    assert divided == sympy.Float(1.25) / sympy.sqrt(sympy.Float(0.5) * x1**2 + 1)

@@ -30,7 +30,8 @@ from rcvgp.tree import Expr
 
 __all__ = [
     "MAX_DENOMINATOR", "SAME_FIT", "Fitted", "front_of", "pareto_front", "choose", "best_of", "simple_values",
-    "snap_constants", "as_fractions", "predict", "expanded", "drop_negligible_terms", "tidy",
+    "snap_constants", "as_fractions", "predict", "expanded", "drop_negligible_terms", "normalized_quotients",
+    "tidy",
 ]
 
 #: Largest denominator of the fractions a constant may snap to: halves, thirds and quarters are
@@ -256,6 +257,35 @@ def drop_negligible_terms(
     if len(keep) == len(expanded.args) or not keep:
         return expr
     return sympy.Add(*keep)
+
+
+def normalized_quotients(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.ndarray, rel: float = 1e-6) -> sympy.Expr:
+    """``expr`` with the constant term of each denominator made 1, its number taken out into the
+    coefficient. A fit leaves free the scale a numerator shares with its denominator: a
+    Michaelis-Menten law came back as ``c*Vm/(c*Km/S + c)`` with c = 3.78003 in three floats
+    apart in their last digits, which no factoring takes out; divided through, the numbers left
+    are the law's own, and can snap. A constant term that never reaches ``rel`` of the rest of
+    its denominator on the points X (a leftover, ``x1 + 1e-17``) stays, for snapping to drop."""
+    columns = [X[:, i] for i in range(X.shape[1])]
+
+    def divided(power: sympy.Pow) -> sympy.Expr:
+        base, exponent = power.args
+        c0, rest = base.as_coeff_Add()
+        if c0 == 0 or rest == 0 or (not exponent.is_integer and c0 < 0):
+            return power
+        try:
+            with np.errstate(all="ignore"):
+                values = np.asarray(sympy.lambdify(symbols, rest, "numpy")(*columns), dtype=float)
+        except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError, AttributeError):
+            return power
+        if not np.isfinite(values).all() or abs(float(c0)) < rel * float(np.max(np.abs(values))):
+            return power
+        return c0**exponent * (sympy.expand(rest / c0) + 1) ** exponent
+
+    try:
+        return expr.replace(lambda e: e.is_Pow and e.base.is_Add and e.exp.is_number and e.exp.is_negative, divided)
+    except (TypeError, ValueError, RecursionError):
+        return expr
 
 
 def tidy(expr: sympy.Expr) -> sympy.Expr:
