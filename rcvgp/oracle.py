@@ -31,6 +31,7 @@ __all__ = [
     "DataOracle",
     "CallableOracle",
     "sample_variable",
+    "spread_variable",
     "design_trials",
     "design_points",
     "check_limits",
@@ -318,15 +319,38 @@ def check_reply(y: Any, n_rows: int, who: str = "oracle") -> np.ndarray:
 
 def sample_variable(var: Variable, size: int | tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """Draw values of one variable from its declared distribution."""
-    if var.dist == "loguniform":
-        mag = 10.0 ** rng.uniform(math.log10(var.low), math.log10(var.high), size=size)
-    elif var.dist == "integer_uniform":
-        mag = rng.integers(int(math.ceil(var.low)), int(math.ceil(var.high)), size=size).astype(float)
+    return _signed(var, _at_quantiles(var, rng.random(size=size)), rng)
+
+
+def spread_variable(var: Variable, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` values of one variable for ``n`` trials, in random order: the two ends of its
+    declared support and, between them, one value from each of ``n - 2`` equally likely parts
+    of its distribution (one random value when ``n`` is 1). Held values then span the support:
+    a law's form shows where a variable's effect is strongest, often at an end (a thin lens's
+    pole, as the object nears the focus), and random draws reach there rarely; a set of trials
+    that saw only the middle could not tell the law from a smooth near-fit under noise."""
+    if n == 1:
+        u = rng.random(1)
     else:
-        mag = rng.uniform(var.low, var.high, size=size)
-    if not var.only_positive:
-        mag = np.where(rng.random(size=size) < 0.5, -mag, mag)
-    return np.asarray(mag, dtype=float)
+        u = np.concatenate([[0.0, np.nextafter(1.0, 0.0)], (rng.permutation(n - 2) + rng.random(n - 2)) / (n - 2)])
+    return _signed(var, _at_quantiles(var, rng.permutation(u)), rng)
+
+
+def _at_quantiles(var: Variable, u: np.ndarray) -> np.ndarray:
+    """The magnitudes at quantiles ``u`` (in [0, 1)) of the variable's distribution."""
+    if var.dist == "loguniform":
+        lo, hi = math.log10(var.low), math.log10(var.high)
+        return np.asarray(10.0 ** (lo + (hi - lo) * u), dtype=float)
+    if var.dist == "integer_uniform":
+        lo, hi = math.ceil(var.low), math.ceil(var.high)
+        return np.asarray(lo + np.floor((hi - lo) * u), dtype=float)
+    return np.asarray(var.low + (var.high - var.low) * u, dtype=float)
+
+
+def _signed(var: Variable, mag: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    if var.only_positive:
+        return mag
+    return np.where(rng.random(size=mag.shape) < 0.5, -mag, mag)
 
 
 def design_trials(
@@ -338,8 +362,9 @@ def design_trials(
 ) -> np.ndarray:
     """Set points for K control-variable trials.
 
-    Each trial draws its own value for every controlled variable (held for its ``n_points``
-    rows) and fresh values for every free variable.
+    Each trial holds every controlled variable at a value of its own (the K values spread over
+    the support: :func:`spread_variable`) for its ``n_points`` rows, and draws fresh values for
+    every free variable.
 
     Returns
     -------
@@ -351,7 +376,7 @@ def design_trials(
     X = np.empty((n_trials, n_points, spec.n_vars))
     for j, var in enumerate(spec.variables):
         if j in held:
-            X[:, :, j] = sample_variable(var, (n_trials, 1), rng)
+            X[:, :, j] = spread_variable(var, n_trials, rng)[:, None]
         else:
             X[:, :, j] = sample_variable(var, (n_trials, n_points), rng)
     return X

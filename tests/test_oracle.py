@@ -17,6 +17,7 @@ from rcvgp.oracle import (
     check_reply,
     design_points,
     design_trials,
+    spread_variable,
 )
 
 
@@ -174,6 +175,23 @@ def test_design_holds_controlled_variables_within_each_trial() -> None:
     assert len(np.unique(X[:, 0, 0])) == 6  # a new value per trial
     assert all(len(np.unique(X[k, :, 1])) == 40 for k in range(6))  # the free one varies
     check_limits(spec, X.reshape(-1, 3))  # every point inside the limits
+
+
+@pytest.mark.parametrize("n", [2, 5, 9])
+def test_held_values_span_the_support_ends_and_one_in_each_part_between(n: int) -> None:
+    rng = np.random.default_rng(3)
+    uniform, logs = Variable("u", 0.3, 2.0), Variable("v", 1e-3, 10.0, "loguniform")
+    values = spread_variable(uniform, n, rng)
+    inside = np.sort(values)[1:-1]
+    assert values.min() == 0.3 and values.max() == pytest.approx(2.0)  # both ends, in a random place
+    assert np.array_equal(np.floor((inside - 0.3) / 1.7 * (n - 2)), np.arange(n - 2))  # one per part
+    spread = np.log10(np.sort(spread_variable(logs, n, rng)))
+    assert spread[0] == pytest.approx(-3) and spread[-1] == pytest.approx(1)
+    assert np.array_equal(np.floor((spread[1:-1] + 3) / 4 * (n - 2)), np.arange(n - 2))  # parts of the log
+    integers = spread_variable(Variable("k", 0.0, 5.0, "integer_uniform"), n, rng)
+    assert integers.min() == 0 and integers.max() == 4 and np.all(integers == np.round(integers))
+    orders = {tuple(np.argsort(spread_variable(uniform, n, np.random.default_rng(s)))) for s in range(20)}
+    assert len(orders) > 1  # which trial holds which value is drawn
 
 
 def test_design_samples_each_declared_distribution() -> None:
