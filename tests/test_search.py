@@ -281,6 +281,43 @@ def test_open_constants_become_sums_of_the_pieces_the_data_need() -> None:
     assert grown[0].expr.n_consts == 4  # the offset has no constant part: no leftover c beside its pieces
 
 
+def test_every_open_constant_grows_at_once_where_the_freed_variable_changes_them_all() -> None:
+    # x0*x1/(x0 + x1) from c*x0/(x0 + c), both constants x1 while it was held: grown one at a
+    # time neither fits better, grown together into c*x1 they are the law
+    run, ind = _settled_x0_freed_x1(lambda X: X[:, 0] * X[:, 1] / (X[:, 0] + X[:, 1]), "div mul c x0 add x0 c",
+                                    ("add", "mul", "div", "exp", "sin"))
+    grown = run.expansions([ind])
+    assert grown and grown[0].fit.at_floor and grown[0].fitness < 1e-20
+    assert grown[0].expr.tokens.count("x1") == 2 and not {"exp", "sin"} & set(grown[0].expr.tokens)
+
+
+def test_trees_as_small_at_the_floor_rank_by_their_fit_beyond_rounding() -> None:
+    from rcvgp.noisefloor import Floor
+    from rcvgp.search.engine import _rank
+
+    def at_floor(tokens: str, loss: float) -> Individual:
+        floor = Floor(expected=np.full(2, 1e-4), level=np.full(2, 2e-4))
+        fit = FitResult(np.full(2, loss), np.zeros((2, 0)), 1, floor)
+        return Individual(Expr(tuple(tokens.split())), frozenset({1}), (frozenset({1}),), fit)
+
+    pole, line, bigger = at_floor("div c add x0 c", 1.1e-4), at_floor("add c mul c x0", 1.3e-4), at_floor(
+        "add c div c add x0 c", 0.9e-4)
+    assert [ind.expr for ind in _rank([line, bigger, pole])] == [pole.expr, line.expr, bigger.expr]
+    # no noise: both exact, the order they came in, whatever rounding says
+    first, second = at_floor("mul c x0", 1e-31), at_floor("mul x0 c", 1e-32)
+    assert [ind.expr for ind in _rank([first, second])] == [first.expr, second.expr]
+
+
+def test_the_first_round_starts_with_the_constant_grown_into_each_piece() -> None:
+    # x1/(x0 + 0.7) with x1 held is a pole in x0, c/(x0 + c): among the first trees, fitted exactly
+    spec = OracleSpec((Variable("x0", 0.5, 5.0), Variable("x1", 0.5, 5.0)), name="test:pole")
+    config = SearchConfig(operators=("add", "mul", "div", "exp", "sin"), population=20, batch=32, n_trials=3)
+    run = Run("racing", CallableOracle(lambda X: X[:, 1] / (X[:, 0] + 0.7), spec), config, seed=0)
+    pool = run.initial_pool(frozenset({1}), 10)
+    assert pool[0].fit.at_floor and pool[0].fitness < 1e-20
+    assert pool[0].expr.tokens == ("div", "c", "add", "c", "x0")
+
+
 def test_the_second_step_grows_the_best_of_each_piece_not_one_piece_three_ways() -> None:
     # x0*x1**4 from c*x0 with x1 freed: no one piece fits; the three best fits of step one are all
     # exp(c*x1) three ways, and only the n2 piece grown again, n2(c*x1)*n2(c*x1), is the law

@@ -29,7 +29,7 @@ from rcvgp.gp import (
     Grammar, crossover, deletions, hoists, mutate, random_term, random_tree, simplify_tree, tournament,
 )
 from rcvgp.metrics import domain_symbol, regression_metrics, round_floats
-from rcvgp.noisefloor import Z, NoiseModel, consistent, estimate_noise, not_worse
+from rcvgp.noisefloor import EXACT_LOSS, Z, NoiseModel, consistent, estimate_noise, not_worse
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, Variable, check_reply, design_points, design_trials
 from rcvgp.search.base import (
@@ -324,10 +324,18 @@ def _rank(pop: Iterable[Individual]) -> list[Individual]:
     return sorted(seen.values(), key=_rank_key)
 
 
-def _rank_key(ind: Individual) -> tuple[float, int]:
+def _rank_key(ind: Individual) -> tuple[float, int, float]:
     """Lowest score first; among fits at the noise floor (or rounding, with no noise: score 0)
-    the smaller tree, which stops expressions from bloating with parts that fit only the noise."""
-    return ind.score, len(ind.expr)
+    the smaller tree, which stops expressions from bloating with parts that fit only the noise;
+    among trees as small, the better fit (a thin lens's pole over an exp of the same size, both
+    at the floor under 1% noise), where fits differ by more than rounding, which would make the
+    order depend on the units."""
+    return ind.score, len(ind.expr), _beyond_rounding(ind)
+
+
+def _beyond_rounding(ind: Individual) -> float:
+    """The fit's loss where it says more than rounding does: exact fits tie, whatever the units."""
+    return max(ind.fitness, EXACT_LOSS)
 
 
 class Run:
@@ -441,7 +449,8 @@ class Run:
         return out
 
     def initial_pool(self, controlled: frozenset[int], size: int) -> list[Individual]:
-        """Random trees over the free variables: half plain, half ``c * t + c``."""
+        """Random trees over the free variables: half plain, half ``c * t + c``; and, when a
+        variable is held, the small functions of the free ones that fit to the noise floor."""
         g = self.grammar(controlled)
         drafts: list[_Draft] = []
         attempts = 0
@@ -461,6 +470,15 @@ class Run:
             start = np.ones(expr.n_consts)
             drafts.append(_Draft(expr, controlled, (controlled,), self.lab.trials(controlled), init=start))
         pool = _rank(self.individuals(drafts))
+        if controlled:
+            # Beside them, as at the start of every later round (:meth:`expansions`), the
+            # constant grown into each small function of the free variable, those that fit to
+            # the noise floor: under noise a random tree can reach the floor first with a
+            # near-fit that the next round cannot grow into the law (an exp for a thin lens's
+            # pole). Not for plain GP, the baseline, which has no rounds.
+            seed = self.individual(Expr((CONST_TOKEN,)), controlled, (controlled,))
+            exact = [ind for ind, _ in self._grown([seed], {ind.expr.tokens for ind in pool}) if ind.fit.at_floor]
+            pool = _rank(pool + _rank(exact)[: self.config.population // _EXPANSION_SHARE])
         self.current = self.current + pool
         return pool
 
@@ -471,12 +489,13 @@ class Run:
         Two ways, both returned where they fit to the noise floor: every open constant they are
         linear in (open phases first made coefficients), at once, into the sum of every piece
         (:meth:`_summed`: one least-squares fit, then only the pieces the data need); and each
-        open constant, one at a time, into each small function of each variable freed since
-        the freeze: ``c*u(c*x)``, ``c + c*u(c*x)``, ``c*u(c/x)`` and ``c + c*u(c/x)`` for every
-        unary operator u and u(v) = v. If no single piece fits to the floor, the best of them
-        are grown once more the same way (a damped wave needs ``exp(c*t)`` and ``cos(c*t)``). A
-        piece that fits only part of the change is not returned: such trees fit better at once
-        and took the round over, in a structure that could not grow into the law
+        open constant, one at a time and all at once, into each small function of each variable
+        freed since the freeze: ``c*u(c*x)``, ``c + c*u(c*x)``, ``c*u(c/x)`` and ``c + c*u(c/x)``
+        for every unary operator u and u(v) = v, the pole ``c/(c + x)`` and the saturation
+        ``c*x/(c + x)``, each also with ``c +``. If no single piece fits to the floor, the best of
+        them are grown once more the same way (a damped wave needs ``exp(c*t)`` and
+        ``cos(c*t)``). A piece that fits only part of the change is not returned: such trees fit
+        better at once and took the round over, in a structure that could not grow into the law
         (sincos-3-2-2/1: a coefficient standing for ``0.66/cos(x1)``).
 
         An open constant of an exact fit stands for a function of the variables held then
@@ -511,7 +530,8 @@ class Run:
             # at the floor where n2(T)*n2(T), the second best piece, was the law.
             best: dict[str, Individual] = {}
             for ind, kind in sorted(grown, key=lambda pair: _rank_key(pair[0])):
-                best.setdefault(kind, ind)
+                if kind is not None:
+                    best.setdefault(kind, ind)
             seeds = list(best.values())[:_EXPANDED]
         return summed
 
@@ -581,26 +601,33 @@ class Run:
             out.append(best)  # bounded by the pieces the data need, not by GP's max_size
         return out
 
-    def _grown(self, seeds: Sequence[Individual], seen: set[tuple[str, ...]]) -> list[tuple[Individual, str]]:
-        """One step of :meth:`expansions`: each open constant of each seed grown into each piece,
-        the trees not in ``seen`` fitted (and added to it), those that fit better than their seed,
-        each with the unary operator of its piece ("" for none)."""
+    def _grown(self, seeds: Sequence[Individual], seen: set[tuple[str, ...]]) -> list[tuple[Individual, str | None]]:
+        """One step of :meth:`expansions`: each open constant of each seed (and all of them at
+        once) grown into each piece, the trees not in ``seen`` fitted (and added to it), those
+        that fit better than their seed, each with the kind of its piece (:func:`_pieces`), None
+        for one grown at several places: no seed for a next step, which would carry its piece
+        where the law has none (an offset that stays)."""
         drafts: list[_Draft] = []
-        kinds: list[str] = []
+        kinds: list[str | None] = []
         for ind in seeds:
             g = self.grammar(ind.controlled, ind.settled)
             trials = self.lab.trials(ind.controlled)
-            for i in ind.expr.const_positions:
-                if ind.expr.frozen[i]:
-                    continue
-                for piece in _pieces(g):
-                    child = simplify_tree(ind.expr.replace(i, piece))
+            open_ = [i for i in ind.expr.const_positions if not ind.expr.frozen[i]]
+            # Each open constant alone, and all of them at once: the variable freed may change
+            # several (c/(x2 + c) of a Michaelis-Menten law has S in both), which one at a time
+            # does not show, since neither alone fits better.
+            for where in [[i] for i in open_] + ([open_] if len(open_) > 1 else []):
+                for piece, kind in _pieces(g):
+                    child = ind.expr
+                    for i in reversed(where):  # from the end: the positions before stay put
+                        child = child.replace(i, piece)
+                    child = simplify_tree(child)
                     if child.tokens in seen or not g.fits(child):
                         continue
                     seen.add(child.tokens)
                     init = inherited_constants(ind.expr, ind.fit.constants, child, fresh=np.nan)
                     drafts.append(_Draft(child, ind.controlled, ind.schedule, trials, ind.fitness, init, ind.settled))
-                    kinds.append(next((t for t in piece.tokens if t in g.unary), ""))
+                    kinds.append(kind if len(where) == 1 else None)
         fitted = self.individuals(drafts)
         self.check_time()
         # Only a piece that explains more than its tree did: the others are no seeds for the
@@ -669,7 +696,7 @@ class Run:
                 continue
             size = len(ind.expr)
             old = self.hall.get(size)
-            if old is None or (ind.score, ind.fitness) < (old.score, old.fitness):
+            if old is None or (ind.score, _beyond_rounding(ind)) < (old.score, _beyond_rounding(old)):
                 self.hall[size] = ind
 
     def announce(self, stopped: str) -> None:
@@ -1056,20 +1083,29 @@ def _frozen_but_constants(expr: Expr) -> bool:
     return bool(open_) and all(t == CONST_TOKEN for t in open_)
 
 
-def _pieces(g: Grammar) -> list[Expr]:
+def _pieces(g: Grammar) -> list[tuple[Expr, str]]:
     """The small functions :meth:`Run.expansions` grows an open constant into, over ``g``'s
-    free variables and unary operators (see there)."""
+    free variables and operators (see there), each with its kind: the unary operator in it,
+    "pole" for a pole or a saturation, "" for neither."""
     c = (CONST_TOKEN,)
-    out: list[Expr] = []
+    out: list[tuple[Expr, str]] = []
     for v in g.free_vars:
         x = (f"x{v}",)
         inner = [("mul",) + c + x] + ([("div",) + c + x] if "div" in g.operators else [])
         for arg in inner:
             for u in ((),) + tuple((op,) for op in g.unary):
                 term = ("mul",) + c + u + arg if u else arg
-                out.append(Expr(term))
+                out.append((Expr(term), u[0] if u else ""))
                 if "add" in g.operators:
-                    out.append(Expr(("add",) + c + term))
+                    out.append((Expr(("add",) + c + term), u[0] if u else ""))
+        if {"add", "div"} <= set(g.operators):
+            # A pole c/(c + x) and a saturation c*x/(c + x): the commonest laws no unit-argument
+            # piece or sum of them holds; under noise a sum of them fits one as a series
+            # (Michaelis-Menten came back as nine terms of S and Km). Written to end in x: a
+            # piece ending in c would inherit the value of the constant it replaces there
+            # (:func:`inherited_constants` matches the tokens at either end), not scan for it.
+            for term in (("div",) + c + ("add",) + c + x, ("div", "mul") + c + x + ("add",) + c + x):
+                out += [(Expr(term), "pole"), (Expr(("add",) + c + term), "pole")]
     return out
 
 
