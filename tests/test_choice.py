@@ -156,6 +156,11 @@ def test_a_quotient_is_divided_through_by_its_denominator_s_constant_term() -> N
     divided = normalized_quotients(found, [vm, s, km], points)
     assert snap_constants(divided, lambda e: np.allclose(predict(e, [vm, s, km], points),
                                                          predict(found, [vm, s, km], points))) == vm / (km / s + 1)
+    f, u = sympy.symbols("f u", positive=True)
+    lens = sympy.Float(-10.0036) * f * u / (10 * f - sympy.Float(10.0034) * u)  # no constant term: by u's, the largest
+    divided = normalized_quotients(lens, [f, u], np.column_stack([points[:, 0] / 10, points[:, 1]]))
+    assert divided.as_coeff_Mul()[0] == pytest.approx(10.0036 / 10.0034)
+    assert divided.replace(lambda e: e.is_Float, lambda e: sympy.Integer(round(float(e)))) == f * u / (u - f)
     x0, x1 = sympy.symbols("x0 x1", positive=True)
     leftover = x0 / (x1 + sympy.Float(1.3e-17))  # a constant term that is no part of the law stays to be dropped
     assert normalized_quotients(leftover, [x0, x1], points[:, :2]) == leftover

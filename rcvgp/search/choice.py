@@ -260,27 +260,44 @@ def drop_negligible_terms(
 
 
 def normalized_quotients(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.ndarray, rel: float = 1e-6) -> sympy.Expr:
-    """``expr`` with the constant term of each denominator made 1, its number taken out into the
-    coefficient. A fit leaves free the scale a numerator shares with its denominator: a
-    Michaelis-Menten law came back as ``c*Vm/(c*Km/S + c)`` with c = 3.78003 in three floats
-    apart in their last digits, which no factoring takes out; divided through, the numbers left
-    are the law's own, and can snap. A constant term that never reaches ``rel`` of the rest of
-    its denominator on the points X (a leftover, ``x1 + 1e-17``) stays, for snapping to drop."""
+    """``expr`` with each denominator divided through by one of its numbers, taken out into the
+    coefficient: its constant term's (which becomes 1), or without one the coefficient of its
+    largest term on the points X. A fit leaves free the scale a numerator shares with its
+    denominator: a Michaelis-Menten law came back as ``c*Vm/(c*Km/S + c)`` with c = 3.78003 in
+    three floats apart in their last digits, which no factoring takes out, and a thin lens as
+    ``-10.0036*f*u/(10*f - 10.0034*u)``; divided through, the numbers left are the law's own,
+    and can snap. A constant term that never reaches ``rel`` of the rest of its denominator on
+    X (a leftover, ``x1 + 1e-17``) stays, for snapping to drop."""
     columns = [X[:, i] for i in range(X.shape[1])]
+
+    def on_points(e: sympy.Expr) -> np.ndarray | None:
+        try:
+            with np.errstate(all="ignore"):
+                values = np.abs(np.broadcast_to(sympy.lambdify(symbols, e, "numpy")(*columns), X.shape[:1]))
+        except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError, AttributeError):
+            return None
+        return values.astype(float) if np.isfinite(values).all() else None
 
     def divided(power: sympy.Pow) -> sympy.Expr:
         base, exponent = power.args
         c0, rest = base.as_coeff_Add()
-        if c0 == 0 or rest == 0 or (not exponent.is_integer and c0 < 0):
+        if rest == 0:
             return power
-        try:
-            with np.errstate(all="ignore"):
-                values = np.asarray(sympy.lambdify(symbols, rest, "numpy")(*columns), dtype=float)
-        except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError, AttributeError):
+        if c0 != 0:
+            size = on_points(rest)
+            if size is None or abs(float(c0)) < rel * float(size.max()):
+                return power
+            scale = c0
+        else:
+            sizes = [on_points(term) for term in base.args]
+            if any(size is None for size in sizes):
+                return power
+            largest = base.args[int(np.argmax([float(size.max()) for size in sizes]))]  # type: ignore[union-attr]
+            scale = largest.as_coeff_Mul()[0]
+        if scale in (0, 1) or (not exponent.is_integer and scale < 0):
             return power
-        if not np.isfinite(values).all() or abs(float(c0)) < rel * float(np.max(np.abs(values))):
-            return power
-        return c0**exponent * (sympy.expand(rest / c0) + 1) ** exponent
+        # The number divided by is exactly 1 now: an Integer, which reads as none.
+        return scale**exponent * sympy.expand(base / scale).xreplace({sympy.Float(1.0): sympy.Integer(1)}) ** exponent
 
     try:
         return expr.replace(lambda e: e.is_Pow and e.base.is_Add and e.exp.is_number and e.exp.is_negative, divided)
