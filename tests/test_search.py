@@ -291,7 +291,7 @@ def test_every_open_constant_grows_at_once_where_the_freed_variable_changes_them
     assert grown[0].expr.tokens.count("x1") == 2 and not {"exp", "sin"} & set(grown[0].expr.tokens)
 
 
-def test_trees_as_small_at_the_floor_rank_by_their_fit_beyond_rounding() -> None:
+def test_trees_as_small_at_the_floor_rank_by_their_constants_then_their_fit_beyond_rounding() -> None:
     from rcvgp.noisefloor import Floor
     from rcvgp.search.engine import _rank
 
@@ -300,9 +300,11 @@ def test_trees_as_small_at_the_floor_rank_by_their_fit_beyond_rounding() -> None
         fit = FitResult(np.full(2, loss), np.zeros((2, 0)), 1, floor)
         return Individual(Expr(tuple(tokens.split())), frozenset({1}), (frozenset({1}),), fit)
 
-    pole, line, bigger = at_floor("div c add x0 c", 1.1e-4), at_floor("add c mul c x0", 1.3e-4), at_floor(
-        "add c div c add x0 c", 0.9e-4)
+    pole, line, bigger = at_floor("div c add c x0", 1.1e-4), at_floor("add c mul c x0", 1.3e-4), at_floor(
+        "add c div c add c x0", 0.9e-4)
     assert [ind.expr for ind in _rank([line, bigger, pole])] == [pole.expr, line.expr, bigger.expr]
+    square = at_floor("add c mul x0 x0", 1.2e-4)  # as small, one constant fewer: first, though it fits worse
+    assert [ind.expr for ind in _rank([pole, square])] == [square.expr, pole.expr]
     # no noise: both exact, the order they came in, whatever rounding says
     first, second = at_floor("mul c x0", 1e-31), at_floor("mul x0 c", 1e-32)
     assert [ind.expr for ind in _rank([first, second])] == [first.expr, second.expr]

@@ -324,18 +324,21 @@ def _rank(pop: Iterable[Individual]) -> list[Individual]:
     return sorted(seen.values(), key=_rank_key)
 
 
-def _rank_key(ind: Individual) -> tuple[float, int, float]:
+def _rank_key(ind: Individual) -> tuple[float, int, int, float]:
     """Lowest score first; among fits at the noise floor (or rounding, with no noise: score 0)
     the smaller tree, which stops expressions from bloating with parts that fit only the noise;
-    among trees as small, the better fit (a thin lens's pole over an exp of the same size, both
-    at the floor under 1% noise), where fits differ by more than rounding, which would make the
-    order depend on the units."""
-    return ind.score, len(ind.expr), _beyond_rounding(ind)
+    among trees as small, :func:`_tie_break`."""
+    return ind.score, len(ind.expr), *_tie_break(ind)
 
 
-def _beyond_rounding(ind: Individual) -> float:
-    """The fit's loss where it says more than rounding does: exact fits tie, whatever the units."""
-    return max(ind.fitness, EXACT_LOSS)
+def _tie_break(ind: Individual) -> tuple[int, float]:
+    """What orders fits as good and trees as small: under noise, fewer constants, then the
+    better fit (a thin lens's pole c*x/(c + x) over c + c*exp(c*x), both at the floor at 1%; a
+    pendulum's c + c*theta**2 over c + c*cos(c*theta), which fits the noise with its third
+    constant); exact fits tie, so that rounding, which differs with the units, decides nothing."""
+    if not ind.fitness > EXACT_LOSS:
+        return 0, EXACT_LOSS
+    return ind.expr.n_consts, ind.fitness
 
 
 class Run:
@@ -696,7 +699,7 @@ class Run:
                 continue
             size = len(ind.expr)
             old = self.hall.get(size)
-            if old is None or (ind.score, _beyond_rounding(ind)) < (old.score, _beyond_rounding(old)):
+            if old is None or (ind.score, *_tie_break(ind)) < (old.score, *_tie_break(old)):
                 self.hall[size] = ind
 
     def announce(self, stopped: str) -> None:
@@ -1083,6 +1086,10 @@ def _frozen_but_constants(expr: Expr) -> bool:
     return bool(open_) and all(t == CONST_TOKEN for t in open_)
 
 
+#: Unary operators whose argument's scale factors out: u(c*x) = u(c)*u(x).
+_HOMOGENEOUS = frozenset({"n2", "n3", "n4", "n5", "sqrt", "inv"})
+
+
 def _pieces(g: Grammar) -> list[tuple[Expr, str]]:
     """The small functions :meth:`Run.expansions` grows an open constant into, over ``g``'s
     free variables and operators (see there), each with its kind: the unary operator in it,
@@ -1094,7 +1101,11 @@ def _pieces(g: Grammar) -> list[tuple[Expr, str]]:
         inner = [("mul",) + c + x] + ([("div",) + c + x] if "div" in g.operators else [])
         for arg in inner:
             for u in ((),) + tuple((op,) for op in g.unary):
-                term = ("mul",) + c + u + arg if u else arg
+                # A power's inner scale is its coefficient's (c*(c*x)**2 is c*x**2): a constant
+                # fewer, which at the floor ranks it above a curve as small (a pendulum's
+                # c + c*theta**2 over the pole c + c/(c + theta)).
+                scaled = arg[:1] == ("mul",) and u and u[0] in _HOMOGENEOUS
+                term = ("mul",) + c + u + (arg[2:] if scaled else arg) if u else arg
                 out.append((Expr(term), u[0] if u else ""))
                 if "add" in g.operators:
                     out.append((Expr(("add",) + c + term), u[0] if u else ""))
