@@ -1,6 +1,6 @@
 """The end of a search as pure functions: the Pareto front of the fitted expressions, the choice
-of the law on it, and the law made readable (negligible terms dropped, constants snapped to
-simple values, common factors taken out).
+of the law on it, and the law made readable (negligible terms dropped, quotients divided
+through, constants snapped to simple values, common factors taken out).
 
 The rule (``parsimonious``, the default): among the front, from simplest to most complex, the
 first whose validation error is not distinguishably worse than the lowest on the front
