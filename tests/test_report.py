@@ -62,9 +62,11 @@ def test_the_history_has_one_line_per_generation_with_the_documented_fields(fini
             p.round, p.generation, p.points, p.requests)
         assert line["n_rounds"] == 2 and line["best_nmse"] == p.best_nmse
         assert line["schedules"] and all(set(s) == {"schedule", "population", "best_loss"} for s in line["schedules"])
-        # every schedule holds one set of variables per round so far, the population is all there
+        # every schedule holds one set of variables per round so far; the population is all there,
+        # as the search reported it (duplicates removed, so at times a tree or two short of the setting)
         assert all(len(s["schedule"]) == line["round"] for s in line["schedules"])
-        assert sum(s["population"] for s in line["schedules"]) >= TINY_EXPERIMENT["search"]["population"]
+        assert [s["population"] for s in line["schedules"]] == [s.population for s in p.schedules]
+        assert sum(s["population"] for s in line["schedules"]) > TINY_EXPERIMENT["search"]["population"] // 2
     # generations count from 1 in each round; points, requests and time only grow
     for a, b in zip(lines, lines[1:]):
         assert b["generation"] == (a["generation"] + 1 if b["round"] == a["round"] else 1)

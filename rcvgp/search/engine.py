@@ -641,7 +641,8 @@ class Run:
     def evolve(self, pop: list[Individual], n_generations: int) -> list[Individual]:
         """(mu + lambda) GP: tournament parents, mating within a controlled set, mutation.
 
-        The population grows back to ``population`` if deduplication shrank it. A round with no
+        Each generation makes ``population`` children, so a population that deduplication shrank
+        grows back, but for children that repeat a tree already in it. A round with no
         variable held (the last) ends early once its best tree fits to the noise floor and has
         not changed for a few generations: the law is found, there is nothing left for the data
         to tell. Earlier rounds run in full: their whole population, not its best, seeds the next
