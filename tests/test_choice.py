@@ -161,6 +161,11 @@ def test_a_quotient_is_divided_through_by_its_denominator_s_constant_term() -> N
     divided = normalized_quotients(lens, [f, u], np.column_stack([points[:, 0] / 10, points[:, 1]]))
     assert divided.as_coeff_Mul()[0] == pytest.approx(10.0036 / 10.0034)
     assert divided.replace(lambda e: e.is_Float, lambda e: sympy.Integer(round(float(e)))) == f * u / (u - f)
+    x2, x3 = sympy.symbols("x2 x3", positive=True)
+    c = sympy.Float(0.480769)  # livermore2/Vars4-20's 1/(x2*x3 + x2 + 2.08): by the number most terms share
+    denominator = sympy.expand(1 / normalized_quotients(c / (c * x2 * x3 + c * x2 + 1), [x2, x3], points[:, :2]))
+    assert float(denominator.coeff(x2 * x3)) == 1.0 and float(denominator.coeff(x2, 1).subs(x3, 0)) == 1.0
+    assert float(denominator.subs({x2: 0, x3: 0})) == pytest.approx(2.08, abs=1e-5)
     x0, x1 = sympy.symbols("x0 x1", positive=True)
     leftover = x0 / (x1 + sympy.Float(1.3e-17))  # a constant term that is no part of the law stays to be dropped
     assert normalized_quotients(leftover, [x0, x1], points[:, :2]) == leftover

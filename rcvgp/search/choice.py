@@ -260,44 +260,48 @@ def drop_negligible_terms(
 
 
 def normalized_quotients(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.ndarray, rel: float = 1e-6) -> sympy.Expr:
-    """``expr`` with each denominator divided through by one of its numbers, taken out into the
-    coefficient: its constant term's (which becomes 1), or without one the coefficient of its
-    largest term on the points X. A fit leaves free the scale a numerator shares with its
-    denominator: a Michaelis-Menten law came back as ``c*Vm/(c*Km/S + c)`` with c = 3.78003 in
-    three floats apart in their last digits, which no factoring takes out, and a thin lens as
-    ``-10.0036*f*u/(10*f - 10.0034*u)``; divided through, the numbers left are the law's own,
-    and can snap. A constant term that never reaches ``rel`` of the rest of its denominator on
-    X (a leftover, ``x1 + 1e-17``) stays, for snapping to drop."""
+    """``expr`` with each denominator divided through by one of its coefficients, taken out into
+    the numerator: the one most of its terms share (so that most become 1), among equals its
+    constant term's, else that of its largest term on the points X. A fit leaves free the scale
+    a numerator shares with its denominator: a Michaelis-Menten law came back as
+    ``c*Vm/(c*Km/S + c)`` with c = 3.78003 in three floats apart in their last digits, which no
+    factoring takes out, a thin lens as ``-10.0036*f*u/(10*f - 10.0034*u)``; divided through,
+    the numbers left are the law's own, and can snap. A term that never reaches ``rel`` of the
+    rest of its denominator on X (a leftover, ``x1 + 1e-17``) is never the one divided by."""
     columns = [X[:, i] for i in range(X.shape[1])]
 
-    def on_points(e: sympy.Expr) -> np.ndarray | None:
+    def size(e: sympy.Expr) -> float:
+        """The largest magnitude of ``e`` on X; nan if it cannot be evaluated or is not finite."""
         try:
             with np.errstate(all="ignore"):
                 values = np.abs(np.broadcast_to(sympy.lambdify(symbols, e, "numpy")(*columns), X.shape[:1]))
         except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError, AttributeError):
-            return None
-        return values.astype(float) if np.isfinite(values).all() else None
+            return math.nan
+        return float(values.max()) if np.isfinite(values).all() else math.nan
 
     def divided(power: sympy.Pow) -> sympy.Expr:
         base, exponent = power.args
-        c0, rest = base.as_coeff_Add()
-        if rest == 0:
+        terms = base.args
+        sizes = [size(t) for t in terms]
+        if not all(math.isfinite(v) for v in sizes):
             return power
-        if c0 != 0:
-            size = on_points(rest)
-            if size is None or abs(float(c0)) < rel * float(size.max()):
-                return power
-            scale = c0
-        else:
-            sizes = [on_points(term) for term in base.args]
-            if any(size is None for size in sizes):
-                return power
-            largest = base.args[int(np.argmax([float(size.max()) for size in sizes]))]  # type: ignore[union-attr]
-            scale = largest.as_coeff_Mul()[0]
+        coefficients = [float(t.as_coeff_Mul()[0]) for t in terms]
+        largest = max(sizes)
+        candidates = [i for i, v in enumerate(sizes) if v >= rel * largest and coefficients[i] != 0]
+        if not candidates:
+            return power
+
+        def shared(i: int) -> int:
+            return sum(math.isclose(coefficients[i], c, rel_tol=1e-9) for c in coefficients)
+
+        best = max(candidates, key=lambda i: (shared(i), terms[i].is_number, sizes[i]))
+        scale = terms[best].as_coeff_Mul()[0]
         if scale in (0, 1) or (not exponent.is_integer and scale < 0):
             return power
-        # The number divided by is exactly 1 now: an Integer, which reads as none.
-        return scale**exponent * sympy.expand(base / scale).xreplace({sympy.Float(1.0): sympy.Integer(1)}) ** exponent
+        # The numbers divided to exactly 1 are Integers, which read as none.
+        inner = sympy.expand(base / scale)
+        inner = inner.xreplace({f: sympy.Integer(1) for f in inner.atoms(sympy.Float) if float(f) == 1.0})
+        return scale**exponent * inner**exponent
 
     try:
         return expr.replace(lambda e: e.is_Pow and e.base.is_Add and e.exp.is_number and e.exp.is_negative, divided)
