@@ -348,6 +348,7 @@ def _at_quantiles(var: Variable, u: np.ndarray) -> np.ndarray:
 
 
 def _signed(var: Variable, mag: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``mag`` with each value negated with probability 1/2 if the variable may be negative."""
     if var.only_positive:
         return mag
     return np.where(rng.random(size=mag.shape) < 0.5, -mag, mag)

@@ -259,15 +259,17 @@ def drop_negligible_terms(
     return sympy.Add(*keep)
 
 
-def normalized_quotients(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.ndarray, rel: float = 1e-6) -> sympy.Expr:
+def normalized_quotients(
+    expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.ndarray, rel: float = 1e-6
+) -> sympy.Expr:
     """``expr`` with each denominator divided through by one of its coefficients, taken out into
     the numerator: the one most of its terms share (so that most become 1), among equals its
     constant term's, else that of its largest term on the points X. A fit leaves free the scale
     a numerator shares with its denominator: a Michaelis-Menten law came back as
     ``c*Vm/(c*Km/S + c)`` with c = 3.78003 in three floats apart in their last digits, which no
     factoring takes out, a thin lens as ``-10.0036*f*u/(10*f - 10.0034*u)``; divided through,
-    the numbers left are the law's own, and can snap. A term that never reaches ``rel`` of the
-    rest of its denominator on X (a leftover, ``x1 + 1e-17``) is never the one divided by."""
+    the numbers left are the law's own, and can snap. A term that never reaches ``rel`` of its
+    denominator's largest term on X (a leftover, ``x1 + 1e-17``) is never the one divided by."""
     columns = [X[:, i] for i in range(X.shape[1])]
 
     def size(e: sympy.Expr) -> float:
