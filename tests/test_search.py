@@ -305,7 +305,7 @@ def test_trees_as_small_at_the_floor_rank_by_their_constants_then_their_fit_beyo
     assert [ind.expr for ind in _rank([line, bigger, pole])] == [pole.expr, line.expr, bigger.expr]
     square = at_floor("add c mul x0 x0", 1.2e-4)  # as small, one constant fewer: first, though it fits worse
     assert [ind.expr for ind in _rank([pole, square])] == [square.expr, pole.expr]
-    # no noise: both exact, the order they came in, whatever rounding says
+    # exact fits (their losses rounding alone): the order they came in, whatever rounding says
     first, second = at_floor("mul c x0", 1e-31), at_floor("mul x0 c", 1e-32)
     assert [ind.expr for ind in _rank([first, second])] == [first.expr, second.expr]
 
@@ -322,7 +322,7 @@ def test_the_first_round_starts_with_the_constant_grown_into_each_piece() -> Non
 
 def test_the_second_step_grows_the_best_of_each_piece_not_one_piece_three_ways() -> None:
     # x0*x1**4 from c*x0 with x1 freed: no one piece fits; the three best fits of step one are all
-    # exp(c*x1) three ways, and only the n2 piece grown again, n2(c*x1)*n2(c*x1), is the law
+    # exp(c*x1) three ways, and only the n2 piece grown again, c*n2(x1)*n2(x1), is the law
     run, ind = _settled_x0_freed_x1(lambda X: X[:, 0] * X[:, 1] ** 4, "mul c x0", ("add", "mul", "exp", "sin", "n2"),
                                     x1=(3.0, 10.0))
     grown = run.expansions([ind])
