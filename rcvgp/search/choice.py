@@ -270,15 +270,10 @@ def normalized_quotients(
     factoring takes out, a thin lens as ``-10.0036*f*u/(10*f - 10.0034*u)``; divided through,
     the numbers left are the law's own, and can snap. A term that never reaches ``rel`` of its
     denominator's largest term on X (a leftover, ``x1 + 1e-17``) is never the one divided by."""
-    columns = [X[:, i] for i in range(X.shape[1])]
 
     def size(e: sympy.Expr) -> float:
         """The largest magnitude of ``e`` on X; nan if it cannot be evaluated or is not finite."""
-        try:
-            with np.errstate(all="ignore"):
-                values = np.abs(np.broadcast_to(sympy.lambdify(symbols, e, "numpy")(*columns), X.shape[:1]))
-        except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError, AttributeError):
-            return math.nan
+        values = np.abs(predict(e, symbols, X))
         return float(values.max()) if np.isfinite(values).all() else math.nan
 
     def divided(power: sympy.Pow) -> sympy.Expr:

@@ -444,12 +444,15 @@ class Run:
         and beside it the best :meth:`expansions` of its best frozen trees (a tenth of the
         population at most), so that this round runs with that many more."""
         pop = self.refit(pop)  # in the last round's order: the expansions grow its best
-        room = self.config.population // _EXPANSION_SHARE
-        # Beside the refitted trees, not in their places, which would push out whole schedules
-        # (the few trees of one that has yet to grow).
-        out = _rank(pop + _rank(self.expansions(pop))[:room])
+        out = self._beside(pop, self.expansions(pop))
         self.current = out
         return out
+
+    def _beside(self, pop: Sequence[Individual], grown: Sequence[Individual]) -> list[Individual]:
+        """``pop`` and the best of ``grown`` (a tenth of the population at most), ranked: beside
+        its trees, not in their places, which would push out whole schedules (the few trees of
+        one that has yet to grow)."""
+        return _rank(list(pop) + _rank(grown)[: self.config.population // _EXPANSION_SHARE])
 
     def initial_pool(self, controlled: frozenset[int], size: int) -> list[Individual]:
         """Random trees over the free variables: half plain, half ``c * t + c``; and, when a
@@ -481,7 +484,7 @@ class Run:
             # pole). Not for plain GP, the baseline, which has no rounds.
             seed = self.individual(Expr((CONST_TOKEN,)), controlled, (controlled,))
             exact = [ind for ind, _ in self._grown([seed], {ind.expr.tokens for ind in pool}) if ind.fit.at_floor]
-            pool = _rank(pool + _rank(exact)[: self.config.population // _EXPANSION_SHARE])
+            pool = self._beside(pool, exact)
         self.current = self.current + pool
         return pool
 
@@ -615,12 +618,13 @@ class Run:
         for ind in seeds:
             g = self.grammar(ind.controlled, ind.settled)
             trials = self.lab.trials(ind.controlled)
+            pieces = _pieces(g)
             open_ = [i for i in ind.expr.const_positions if not ind.expr.frozen[i]]
             # Each open constant alone, and all of them at once: the variable freed may change
             # several (c/(x2 + c) of a Michaelis-Menten law has S in both), which one at a time
             # does not show, since neither alone fits better.
             for where in [[i] for i in open_] + ([open_] if len(open_) > 1 else []):
-                for piece, kind in _pieces(g):
+                for piece, kind in pieces:
                     child = ind.expr
                     for i in reversed(where):  # from the end: the positions before stay put
                         child = child.replace(i, piece)
@@ -1105,11 +1109,12 @@ def _pieces(g: Grammar) -> list[tuple[Expr, str]]:
                 # A power's inner scale is its coefficient's (c*(c*x)**2 is c*x**2): a constant
                 # fewer, which at the floor ranks it above a curve as small (a pendulum's
                 # c + c*theta**2 over the pole c + c/(c + theta)).
-                scaled = arg[:1] == ("mul",) and u and u[0] in _HOMOGENEOUS
+                kind = u[0] if u else ""
+                scaled = arg[:1] == ("mul",) and kind in _HOMOGENEOUS
                 term = ("mul",) + c + u + (arg[2:] if scaled else arg) if u else arg
-                out.append((Expr(term), u[0] if u else ""))
+                out.append((Expr(term), kind))
                 if "add" in g.operators:
-                    out.append((Expr(("add",) + c + term), u[0] if u else ""))
+                    out.append((Expr(("add",) + c + term), kind))
         if {"add", "div"} <= set(g.operators):
             # A pole c/(c + x) and a saturation c*x/(c + x): the commonest laws no unit-argument
             # piece or sum of them holds; under noise a sum of them fits one as a series
