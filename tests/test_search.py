@@ -320,6 +320,15 @@ def test_the_first_round_starts_with_the_constant_grown_into_each_piece() -> Non
     assert pool[0].expr.tokens == ("div", "c", "add", "c", "x0")
 
 
+def test_a_law_of_one_variable_is_found_among_its_pieces() -> None:
+    # a charging curve 5 - 5*exp(-t/0.01): one variable, one round with nothing held, and the law
+    # is the piece c + c*exp(c*t) (its rate far from 1); the first generation's pool has it
+    spec = OracleSpec((Variable("t", 0.0, 0.05),), name="test:charging")
+    oracle = CallableOracle(lambda X: 5.0 - 5.0 * np.exp(-100.0 * X[:, 0]), spec)
+    result = run_search("racing", oracle, SearchConfig(population=20, generations=1, batch=32), seed=0)
+    assert is_exact(result.best.sympy_expr, "5 - 5*exp(-100*t)", variables=spec.variables), result.best.expression
+
+
 def test_the_second_step_grows_the_best_of_each_piece_not_one_piece_three_ways() -> None:
     # x0*x1**4 from c*x0 with x1 freed: no one piece fits; the three best fits of step one are all
     # exp(c*x1) three ways, and only the n2 piece grown again, c*n2(x1)*n2(x1), is the law

@@ -46,7 +46,7 @@ __all__ = ["REPEATS", "Lab", "Individual", "Run", "StopSearch", "unit_scale"]
 
 #: Generations a round goes on after its best tree fits to the noise floor without getting smaller.
 _FLOOR_PATIENCE = 3
-#: How many of a round's best frozen trees :meth:`Run.expansions` grows, and in how many steps.
+#: How many of a round's best frozen trees :meth:`Run.expansions` grows, and in at most how many steps.
 _EXPANDED = 3
 _EXPANSION_STEPS = 2
 #: A round's expansions join its population up to one in this many of its size.
@@ -454,9 +454,10 @@ class Run:
         one that has yet to grow)."""
         return _rank(list(pop) + _rank(grown)[: self.config.population // _EXPANSION_SHARE])
 
-    def initial_pool(self, controlled: frozenset[int], size: int) -> list[Individual]:
-        """Random trees over the free variables: half plain, half ``c * t + c``; and, when a
-        variable is held, the small functions of the free ones that fit to the noise floor."""
+    def initial_pool(self, controlled: frozenset[int], size: int, pieces: bool = True) -> list[Individual]:
+        """Random trees over the free variables: half plain, half ``c * t + c``; and, with
+        ``pieces``, a constant grown as :meth:`expansions` grows one, into the small functions of
+        the free variables (and their sums) that fit to the noise floor."""
         g = self.grammar(controlled)
         drafts: list[_Draft] = []
         attempts = 0
@@ -476,15 +477,14 @@ class Run:
             start = np.ones(expr.n_consts)
             drafts.append(_Draft(expr, controlled, (controlled,), self.lab.trials(controlled), init=start))
         pool = _rank(self.individuals(drafts))
-        if controlled:
-            # Beside them, as at the start of every later round (:meth:`expansions`), the
-            # constant grown into each small function of the free variable, those that fit to
-            # the noise floor: under noise a random tree can reach the floor first with a
-            # near-fit that the next round cannot grow into the law (an exp for a thin lens's
-            # pole). Not for plain GP, the baseline, which has no rounds.
+        if pieces:
+            # Beside them, as at the start of every later round: under noise a random tree can
+            # reach the floor first with a near-fit that the next round cannot grow into the law
+            # (an exp for a thin lens's pole); a law of one variable, which has a single round,
+            # may be such a piece (a charging curve c + c*exp(c*t)) or two (T**4). Not for
+            # plain GP, the baseline.
             seed = self.individual(Expr((CONST_TOKEN,)), controlled, (controlled,))
-            exact = [ind for ind, _ in self._grown([seed], {ind.expr.tokens for ind in pool}) if ind.fit.at_floor]
-            pool = self._beside(pool, exact)
+            pool = self._beside(pool, self._expanded([seed], {ind.expr.tokens for ind in pool}))
         self.current = self.current + pool
         return pool
 
@@ -499,8 +499,8 @@ class Run:
         freed since the freeze: ``c*u(c*x)``, ``c + c*u(c*x)``, ``c*u(c/x)`` and ``c + c*u(c/x)``
         for every unary operator u and u(v) = v, the pole ``c/(c + x)`` and the saturation
         ``c*x/(c + x)``, each also with ``c +``. If no single piece fits to the floor, the best of
-        them are grown once more the same way (a damped wave needs ``exp(c*t)`` and
-        ``cos(c*t)``). A piece that fits only part of the change is not returned: such trees fit
+        each kind (each unary operator, none, the pole) is grown once more the same way (a damped
+        wave needs ``exp(c*t)`` and ``cos(c*t)``). A piece that fits only part of the change is not returned: such trees fit
         better at once and took the round over, in a structure that could not grow into the law
         (sincos-3-2-2/1: a coefficient standing for ``0.66/cos(x1)``).
 
@@ -511,8 +511,6 @@ class Run:
         must first happen on exactly the right tree, operator and variable. These fits (unlike
         the offspring's, which are too many) scan for the new constants' starts, so a piece
         whose constant is far from 1 fits too."""
-        if "mul" not in self.operators:
-            return []
         # Frozen whole, so that its open constants are its summary ones (every constant of a tree
         # grown since is open: growing each would be hundreds of fits to no purpose); those
         # frozen by an exact fit in the last round, one variable freed since, first. In the last
@@ -524,21 +522,27 @@ class Run:
         # unit-argument pieces can reach the floor as a series for a law with a scale or a power
         # of its own (1%: seven pieces of t for exp(-t/RC), five of T for T**4, which single
         # pieces reach in two steps); ranked at the floor, the smaller tree wins.
+        return self._expanded(seeds, {ind.expr.tokens for ind in pop})
+
+    def _expanded(self, seeds: Sequence[Individual], seen: set[tuple[str, ...]]) -> list[Individual]:
+        """The trees of :meth:`expansions` grown from ``seeds``, those not in ``seen``."""
+        if "mul" not in self.operators:
+            return []
         summed = self._summed(seeds)
-        seen = {ind.expr.tokens for ind in pop}
         for _ in range(_EXPANSION_STEPS):
             grown = self._grown(seeds, seen)
             exact = [ind for ind, _ in grown if ind.fit.at_floor]
             if exact or not grown:
                 return summed + exact
-            # The best of different pieces, not the best three: those are mostly one piece
-            # three ways (c*exp(c*T), c + c*exp(c*T), ...), and two exp's then stand in for T**4
-            # at the floor where n2(T)*n2(T), the second best piece, was the law.
+            # The best of each kind of piece, not the best few: those are mostly one piece a few
+            # ways (c*exp(c*T), c + c*exp(c*T), ...), and two exp's then stand in for T**4 at
+            # the floor where n2(T)*n2(T), the second best piece, was the law; the best of only
+            # a few kinds missed it too (an exp of a pole stood in, at 1%).
             best: dict[str, Individual] = {}
             for ind, kind in sorted(grown, key=lambda pair: _rank_key(pair[0])):
                 if kind is not None:
                     best.setdefault(kind, ind)
-            seeds = list(best.values())[:_EXPANDED]
+            seeds = list(best.values())
         return summed
 
     def _summed(self, seeds: Sequence[Individual]) -> list[Individual]:

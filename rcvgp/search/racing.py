@@ -129,7 +129,7 @@ def cvgp_all(run: Run) -> None:
 def gp(run: Run) -> None:
     run.n_rounds = 1
     run.round = 1
-    pop = run.initial_pool(frozenset(), run.config.population)
+    pop = run.initial_pool(frozenset(), run.config.population, pieces=False)
     run.evolve(pop, run.config.generations)
 
 
