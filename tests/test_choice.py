@@ -7,7 +7,8 @@ import pytest
 import sympy
 
 from rcvgp.search.choice import (
-    Fitted, as_fractions, choose, expanded, normalized_quotients, pareto_front, predict, simple_values, snap_constants,
+    Fitted, as_fractions, choose, expanded, normalized_quotients, pareto_front, predict, refitted, simple_values,
+    snap_constants,
 )
 from rcvgp.tree import Expr
 
@@ -101,6 +102,45 @@ def test_snapping_replaces_constants_within_noise_and_keeps_the_rest() -> None:
     values = predict(exact, [x0, x1], X)
     kept = snap_constants(exact, lambda e: bool(np.max(np.abs(predict(e, [x0, x1], X) - values)) < 1e-9))
     assert kept == 3 * x0 + sympy.Float(0.6098) * x1
+
+
+def test_constants_the_data_pin_down_only_together_snap_with_the_others_refitted() -> None:
+    # A charging curve at 5% noise: amplitude and rate are correlated, so snapping one while the
+    # other stays where the joint fit put it can look inconsistent with the readings.
+    from scipy.optimize import curve_fit
+
+    from rcvgp.noisefloor import consistent
+
+    t = sympy.Symbol("t")
+    rng = np.random.default_rng(0)
+    law = 5 - 5 * sympy.exp(-100 * t)
+    found: dict[str, int] = {"alone": 0, "refitted": 0}
+    for _ in range(20):
+        times = rng.uniform(0.0, 0.05, (300, 1))
+        truth = predict(law, [t], times)
+        sd = np.full(300, 0.05 * truth.std())
+        y = truth + sd * rng.standard_normal(300)
+        a, b, k = curve_fit(lambda x, a, b, k: a - b * np.exp(-k * x), times[:, 0], y, p0=[1.0, 1.0, 50.0])[0]
+        raw = sympy.Float(a) - sympy.Float(b) * sympy.exp(-sympy.Float(k) * t)
+        on_raw = predict(raw, [t], times)
+
+        def accept(e: sympy.Expr) -> bool:
+            return consistent(y, predict(e, [t], times), on_raw, sd**2, 3 - len(e.atoms(sympy.Float)))
+
+        snapped = snap_constants(raw, accept, lambda e, at: refitted(e, [t], at, times, y, sd))
+        assert snapped == law or not accept(law)  # the law itself 3 standard deviations out: 1 draw in 20
+        found["refitted"] += snapped == law
+        found["alone"] += snap_constants(raw, accept) == law
+    assert found["refitted"] >= 19 and found["alone"] < found["refitted"]
+
+
+def test_refitting_leaves_constants_as_given_where_the_fit_cannot_improve_them() -> None:
+    t, c = sympy.Symbol("t"), sympy.Dummy("c")
+    times = np.linspace(0.0, 1.0, 50)[:, None]
+    y, sd = 3.0 * times[:, 0], np.ones(50)
+    assert refitted(c * t, [t], {c: 1.0}, times, y, sd)[c] == pytest.approx(3.0)
+    assert refitted(c * t, [t], {c: 3.0}, times, y, sd) == {c: 3.0}  # already the best
+    assert refitted(c * t, [t], {c: 1.0}, times[:1], y[:1], sd[:1]) == {c: 1.0}  # too few readings
 
 
 @pytest.mark.parametrize(("fitted", "width", "expected"), [

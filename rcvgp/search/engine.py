@@ -37,7 +37,7 @@ from rcvgp.search.base import (
 )
 from rcvgp.search.choice import (
     Fitted, best_of, choose, drop_negligible_terms, expanded, front_of, normalized_quotients, pareto_front, predict,
-    snap_constants, tidy,
+    refitted, snap_constants, tidy,
 )
 from rcvgp.search.fitting import FitJob, Fitter
 from rcvgp.tree import CONST_TOKEN, Expr, arity, is_var, reopened, subtree_end
@@ -500,9 +500,9 @@ class Run:
         for every unary operator u and u(v) = v, the pole ``c/(c + x)`` and the saturation
         ``c*x/(c + x)``, each also with ``c +``. If no single piece fits to the floor, the best of
         each kind (each unary operator, none, the pole) is grown once more the same way (a damped
-        wave needs ``exp(c*t)`` and ``cos(c*t)``). A piece that fits only part of the change is not returned: such trees fit
-        better at once and took the round over, in a structure that could not grow into the law
-        (sincos-3-2-2/1: a coefficient standing for ``0.66/cos(x1)``).
+        wave needs ``exp(c*t)`` and ``cos(c*t)``). A piece that fits only part of the change is
+        not returned: such trees fit better at once and took the round over, in a structure that
+        could not grow into the law (sincos-3-2-2/1: a coefficient standing for ``0.66/cos(x1)``).
 
         An open constant of an exact fit stands for a function of the variables held then
         (:meth:`freeze`); the round that frees one of them has to find that function. Most laws
@@ -942,8 +942,12 @@ class Run:
         def snappable(e: sympy.Expr) -> bool:
             return acceptable(e, restrictions=n_floats - len(e.atoms(sympy.Float)))
 
+        # Noisy readings pin some constants down only together: each snap is judged with the
+        # others fitted again (none to fit with noiseless ones, which pin each alone).
+        sd_fit = np.sqrt(var_fit)
+        refit = (lambda e, at: refitted(e, names, at, X_fit, y_fit, sd_fit)) if np.all(sd_fit > 0) else None
         at_floor = self._fits_to_floor(law, val)
-        readable = tidy(snap_constants(raw, snappable) if at_floor else raw)
+        readable = tidy(snap_constants(raw, snappable, refit) if at_floor else raw)
         if not acceptable(readable):
             readable = raw  # a form that evaluates differently (a branch cut, say)
         on_val = predict(readable, names, X_val)
