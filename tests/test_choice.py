@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 import sympy
 
 from rcvgp.search.choice import (
-    Fitted, as_fractions, choose, expanded, normalized_quotients, pareto_front, predict, refitted, simple_values,
-    snap_constants,
+    Fitted, as_fractions, choose, expanded, normalized_quotients, pareto_front, predict, refitted, shortened_series,
+    simple_values, snap_constants,
 )
 from rcvgp.tree import Expr
 
@@ -132,6 +134,32 @@ def test_constants_the_data_pin_down_only_together_snap_with_the_others_refitted
         found["refitted"] += snapped == law
         found["alone"] += snap_constants(raw, accept) == law
     assert found["refitted"] >= 19 and found["alone"] < found["refitted"]
+
+
+def test_a_function_of_an_argument_small_over_the_data_becomes_its_series_where_the_data_allow() -> None:
+    # T**4 at 1% noise, fitted as c - c*cos(a*T**2): over 200..1000 K the cosine's argument stays
+    # below 0.05, and 1 - u**2/2 is the law; a cosine that turns over the data stays a cosine
+    from rcvgp.noisefloor import not_worse
+
+    T = sympy.Symbol("T", positive=True)
+    rng = np.random.default_rng(0)
+    temps = rng.uniform(200.0, 1000.0, (1000, 1))
+    truth = 5.67e-8 * temps[:, 0] ** 4
+    sd = 0.01 * truth.std()
+    y = truth + sd * rng.standard_normal(1000)
+
+    def accept_for(found: sympy.Expr, y: np.ndarray, sd: float) -> Callable[[sympy.Expr], bool]:
+        reference = predict(found, [T], temps)
+        return lambda e: not_worse(y, predict(e, [T], temps), reference, np.full(1000, sd**2))
+
+    found = 45569500 - 45569500 * sympy.cos(sympy.Float(4.98904e-8) * T**2)
+    shortened = shortened_series(found, accept_for(found, y, sd))
+    assert shortened.free_symbols == {T} and sympy.Poly(shortened, T).monoms() == [(4,)]
+    assert float(shortened.coeff(T, 4)) == pytest.approx(5.67e-8, rel=1e-3)
+    turning = 3.0 * sympy.cos(sympy.Float(0.01) * T)  # 2 to 10 rad over the data
+    wave = predict(turning, [T], temps)
+    y = wave + 0.01 * wave.std() * rng.standard_normal(1000)
+    assert shortened_series(turning, accept_for(turning, y, 0.01 * wave.std())) == turning
 
 
 def test_refitting_leaves_constants_as_given_where_the_fit_cannot_improve_them() -> None:

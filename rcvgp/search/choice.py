@@ -30,8 +30,8 @@ from rcvgp.tree import Expr
 
 __all__ = [
     "MAX_DENOMINATOR", "SAME_FIT", "Fitted", "front_of", "pareto_front", "choose", "best_of", "simple_values",
-    "Refit", "snap_constants", "refitted", "as_fractions", "predict", "expanded", "drop_negligible_terms",
-    "normalized_quotients", "tidy",
+    "Refit", "snap_constants", "refitted", "shortened_series", "as_fractions", "predict", "expanded",
+    "drop_negligible_terms", "normalized_quotients", "tidy",
 ]
 
 #: Largest denominator of the fractions a constant may snap to: halves, thirds and quarters are
@@ -224,6 +224,26 @@ def refitted(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], constants: dict[
     if not (np.isfinite(fit.x).all() and 2 * fit.cost < before):
         return constants
     return dict(zip(keys, (float(v) for v in fit.x)))
+
+
+def shortened_series(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], max_order: int = 3) -> sympy.Expr:
+    """``expr`` with each sine, cosine or exponential replaced by the first terms of its Taylor
+    series about 0 (to at most ``max_order``: ``1 - u**2/2`` for ``cos(u)``), multiplied out,
+    where that is smaller and ``accept`` takes it. Under noise a function of an argument that
+    stays small over the data can stand in for a power: a fit of ``T**4`` came back as
+    ``45569500 - 45569500*cos(4.98904e-8*T**2)``, which reads as the law only as its series."""
+    z = sympy.Dummy("z")
+    functions = (sympy.sin, sympy.cos, sympy.exp)
+    for node in sorted(expr.atoms(*functions), key=sympy.count_ops, reverse=True):
+        if not expr.has(node):
+            continue  # gone with an earlier replacement
+        for order in range(1, max_order + 1):
+            series = sympy.series(node.func(z), z, 0, order + 1).removeO()
+            trial = sympy.expand(expr.xreplace({node: series.xreplace({z: node.args[0]})}))
+            if sympy.count_ops(trial) < sympy.count_ops(expr) and accept(trial):
+                expr = trial
+                break
+    return expr
 
 
 def _neighbours(value: sympy.Number) -> list[sympy.Float]:

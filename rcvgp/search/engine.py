@@ -37,7 +37,7 @@ from rcvgp.search.base import (
 )
 from rcvgp.search.choice import (
     Fitted, best_of, choose, drop_negligible_terms, expanded, front_of, normalized_quotients, pareto_front, predict,
-    refitted, snap_constants, tidy,
+    refitted, shortened_series, snap_constants, tidy,
 )
 from rcvgp.search.fitting import FitJob, Fitter
 from rcvgp.tree import CONST_TOKEN, Expr, arity, is_var, reopened, subtree_end
@@ -936,7 +936,7 @@ class Run:
         # fits to the noise floor, since an approximation's constants are no law's, and simple
         # values would make it look like one.
         raw = drop_negligible_terms(expanded(self.in_units(law.expr.to_sympy(law.constants, names))), names, X_val)
-        raw = normalized_quotients(raw, names, X_val)
+        raw = shortened_series(normalized_quotients(raw, names, X_val), acceptable)
         raw_on_fit, n_floats = predict(raw, names, X_fit), len(raw.atoms(sympy.Float))
 
         def snappable(e: sympy.Expr) -> bool:
