@@ -499,8 +499,9 @@ class Run:
         freed since the freeze: ``c*u(c*x)``, ``c + c*u(c*x)``, ``c*u(c/x)`` and ``c + c*u(c/x)``
         for every unary operator u and u(v) = v, the pole ``c/(c + x)`` and the saturation
         ``c*x/(c + x)``, each also with ``c +``. If no single piece fits to the floor, the best of
-        each kind (each unary operator, none, the pole) is grown once more the same way (a damped
-        wave needs ``exp(c*t)`` and ``cos(c*t)``). A piece that fits only part of the change is
+        a few kinds (each unary operator, none, the pole), and of every kind those that fit best
+        for their number of constants, are grown once more the same way (a damped wave needs
+        ``exp(c*t)`` and ``cos(c*t)``). A piece that fits only part of the change is
         not returned: such trees fit better at once and took the round over, in a structure that
         could not grow into the law (sincos-3-2-2/1: a coefficient standing for ``0.66/cos(x1)``).
 
@@ -536,13 +537,17 @@ class Run:
                 return summed + exact
             # The best of each kind of piece, not the best few: those are mostly one piece a few
             # ways (c*exp(c*T), c + c*exp(c*T), ...), and two exp's then stand in for T**4 at
-            # the floor where n2(T)*n2(T), the second best piece, was the law; the best of only
-            # a few kinds missed it too (an exp of a pole stood in, at 1%).
+            # the floor where n2(T)*n2(T), the second best piece, was the law. The best few of
+            # those, and beside them the best for their number of constants: the best fits are
+            # the pieces with the most (at 1% an exp of a pole stood in for T**4 too), and
+            # growing every kind costs twice the fits of a round.
             best: dict[str, Individual] = {}
             for ind, kind in sorted(grown, key=lambda pair: _rank_key(pair[0])):
                 if kind is not None:
                     best.setdefault(kind, ind)
-            seeds = list(best.values())
+            seeds = list(best.values())[:_EXPANDED]
+            seeds += [ind for ind in front_of(best.values(), key=lambda ind: (ind.expr.n_consts, ind.fitness))
+                      if all(ind is not seed for seed in seeds)]
         return summed
 
     def _summed(self, seeds: Sequence[Individual]) -> list[Individual]:
