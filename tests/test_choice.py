@@ -129,7 +129,7 @@ def test_constants_the_data_pin_down_only_together_snap_with_the_others_refitted
         def accept(e: sympy.Expr) -> bool:
             return consistent(y, predict(e, [t], times), on_raw, sd**2, 3 - len(e.atoms(sympy.Float)))
 
-        snapped = snap_constants(raw, accept, lambda e, at: refitted(e, [t], at, times, y, sd))
+        snapped = snap_constants(raw, accept, lambda e, at, free: refitted(e, [t], at, free, times, y, sd))
         assert snapped == law or not accept(law)  # the law itself 3 standard deviations out: 1 draw in 20
         found["refitted"] += snapped == law
         found["alone"] += snap_constants(raw, accept) == law
@@ -166,9 +166,12 @@ def test_refitting_leaves_constants_as_given_where_the_fit_cannot_improve_them()
     t, c = sympy.Symbol("t"), sympy.Dummy("c")
     times = np.linspace(0.0, 1.0, 50)[:, None]
     y, sd = 3.0 * times[:, 0], np.ones(50)
-    assert refitted(c * t, [t], {c: 1.0}, times, y, sd)[c] == pytest.approx(3.0)
-    assert refitted(c * t, [t], {c: 3.0}, times, y, sd) == {c: 3.0}  # already the best
-    assert refitted(c * t, [t], {c: 1.0}, times[:1], y[:1], sd[:1]) == {c: 1.0}  # too few readings
+    assert refitted(c * t, [t], {c: 1.0}, [c], times, y, sd)[c] == pytest.approx(3.0)
+    assert refitted(c * t, [t], {c: 3.0}, [c], times, y, sd) == {c: 3.0}  # already the best
+    assert refitted(c * t, [t], {c: 1.0}, [c], times[:1], y[:1], sd[:1]) == {c: 1.0}  # too few readings
+    # only the free ones move: with the slope held at 2, the offset takes what it can
+    d = sympy.Dummy("d")
+    assert refitted(c * t + d, [t], {c: 2.0, d: 0.0}, [d], times, y, sd) == {d: pytest.approx(0.5)}
 
 
 @pytest.mark.parametrize(("fitted", "width", "expected"), [

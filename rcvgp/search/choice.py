@@ -15,11 +15,12 @@ lowest validation error.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import sympy
@@ -149,9 +150,9 @@ def simple_values(value: float, max_denominator: int = MAX_DENOMINATOR) -> list[
     return out
 
 
-#: Fits the constants a snap left free again: given the law over their symbols and their values,
-#: their values fitted to the data (:func:`refitted`).
-Refit = Callable[[sympy.Expr, dict[sympy.Symbol, float]], dict[sympy.Symbol, float]]
+#: Fits some constants of a law again: given the law over its constants' symbols, their values
+#: and which of them to fit, the values of those fitted to the data (:func:`refitted`).
+Refit = Callable[[sympy.Expr, dict[sympy.Symbol, float], list[sympy.Symbol]], dict[sympy.Symbol, float]]
 
 
 def snap_constants(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], refit: Refit | None = None) -> sympy.Expr:
@@ -169,61 +170,81 @@ def snap_constants(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], refit
     curve's amplitude and rate, fitted to 4.998 and 99.87 at 1% noise) are each refused when
     snapped alone with the other left where the joint fit put it."""
     floats = sorted(expr.atoms(sympy.Float), key=lambda f: (-abs(float(f)), float(f)))
-    free = [sympy.Dummy(f"c{i}") for i in range(len(floats))]
-    body = expr.xreplace(dict(zip(floats, free)))
-    values = {c: float(f) for c, f in zip(free, floats)}
+    symbols = [sympy.Dummy(f"c{i}") for i in range(len(floats))]
+    body = expr.xreplace(dict(zip(floats, symbols)))  # the law over its constants, for every trial
+    values = {c: float(f) for c, f in zip(symbols, floats)}
+    Snaps = dict[sympy.Symbol, sympy.Number]
+    snapped: Snaps = {}
 
-    def snapped(c: sympy.Symbol, value: sympy.Number) -> tuple[sympy.Expr, dict[sympy.Symbol, float]]:
-        trial = body.xreplace({c: value})
-        rest = {k: v for k, v in values.items() if k in trial.free_symbols}
-        return trial, refit(trial, rest) if refit is not None and rest else rest
+    def trial(c: sympy.Symbol, value: sympy.Number) -> tuple[Snaps, dict[sympy.Symbol, float]]:
+        """The snaps with ``c`` at ``value`` too, and the values of the floats left."""
+        fixed = {**snapped, c: value}
+        left = body.xreplace(fixed).free_symbols
+        free = [k for k in symbols if k in left]  # in a fixed order: the same fit on every run
+        if refit is None or not free:
+            return fixed, values
+        return fixed, {**values, **refit(body, {**values, **{k: float(v) for k, v in fixed.items()}}, free)}
 
-    def law(trial: sympy.Expr, at: dict[sympy.Symbol, float]) -> sympy.Expr:
-        return trial.xreplace({k: sympy.Float(v) for k, v in at.items()})
+    def law(fixed: Snaps, at: dict[sympy.Symbol, float]) -> sympy.Expr:
+        return body.xreplace(fixed).xreplace({k: sympy.Float(v) for k, v in at.items()})
 
-    for c in free:
-        if c not in body.free_symbols:
+    for c in symbols:
+        if c not in body.xreplace(snapped).free_symbols:
             continue  # gone with an earlier snap
         for value in simple_values(values[c]):
-            trial = snapped(c, value)
-            if accept(law(*trial)) and all(not accept(law(*snapped(c, v))) for v in _neighbours(value)):
-                body, values = trial
+            fixed, at = trial(c, value)
+            if accept(law(fixed, at)) and all(not accept(law(*trial(c, v))) for v in _neighbours(value)):
+                snapped, values = fixed, at
                 break
-    return law(body, values)
+    return law(snapped, values)
 
 
 def refitted(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], constants: dict[sympy.Symbol, float],
-             X: np.ndarray, y: np.ndarray, sd: np.ndarray) -> dict[sympy.Symbol, float]:
-    """``constants`` (symbols of ``expr`` beside the variables' ``symbols``) fitted to readings
-    ``y`` at the rows of ``X`` by least squares weighted by ``1/sd``, from their values; as given
-    where the fit fails or fits no better."""
+             free: Sequence[sympy.Symbol], X: np.ndarray, y: np.ndarray, sd: np.ndarray) -> dict[sympy.Symbol, float]:
+    """The ``free`` of ``constants`` (symbols of ``expr`` beside the variables' ``symbols``),
+    the others held, fitted to readings ``y`` at the rows of ``X`` by least squares weighted by
+    ``1/sd``, from their values; as given where the fit fails or fits no better."""
     from scipy.optimize import least_squares
 
+    given = {k: constants[k] for k in free}
     keys = list(constants)
-    start = np.array([constants[k] for k in keys], dtype=float)
+    at = [keys.index(k) for k in free]
     ok = np.isfinite(y) & np.isfinite(X).all(axis=1) & (sd > 0)
-    if ok.sum() <= len(keys):
-        return constants
+    if ok.sum() <= len(free):
+        return given
+    fn = _lambdified(expr, (*symbols, *keys))
+    if fn is None:
+        return given
     X, y, sd = X[ok], y[ok], sd[ok]
-    try:
-        fn = sympy.lambdify(list(symbols) + keys, expr, "numpy")
-    except (TypeError, ValueError, NameError, SyntaxError):
-        return constants
+    p = np.array([constants[k] for k in keys], dtype=float)
 
-    def residuals(p: np.ndarray) -> np.ndarray:
+    def residuals(q: np.ndarray) -> np.ndarray:
+        p[at] = q
         with np.errstate(all="ignore"):
             r = (np.broadcast_to(np.asarray(fn(*X.T, *p), dtype=float), y.shape) - y) / sd
         return np.where(np.isfinite(r), r, 1e100)  # a step into a pole or a branch cut: far off, not an error
 
+    start = p[at].copy()
     try:
         with np.errstate(all="ignore"):  # steps into overflow are part of the search, not news
             before = float(np.sum(residuals(start) ** 2))
-            fit = least_squares(residuals, start, method="lm", x_scale="jac")
+            # From values near the optimum (a snap moves one constant by a few standard errors)
+            # a few Gauss-Newton steps get there: a fit stopped short only makes the test stricter.
+            fit = least_squares(residuals, start, method="lm", x_scale="jac", max_nfev=4 * (len(free) + 1))
     except (TypeError, ValueError, ZeroDivisionError, OverflowError, FloatingPointError, AttributeError):
-        return constants
+        return given
     if not (np.isfinite(fit.x).all() and 2 * fit.cost < before):
-        return constants
-    return dict(zip(keys, (float(v) for v in fit.x)))
+        return given
+    return dict(zip(free, (float(v) for v in fit.x)))
+
+
+@functools.lru_cache(maxsize=4)
+def _lambdified(expr: sympy.Expr, symbols: tuple[sympy.Symbol, ...]) -> Callable[..., Any] | None:
+    """``expr`` as a numpy function of ``symbols``, made once for the many refits of one law."""
+    try:
+        return sympy.lambdify(list(symbols), expr, "numpy")
+    except (TypeError, ValueError, NameError, SyntaxError):
+        return None
 
 
 def shortened_series(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], max_order: int = 3) -> sympy.Expr:

@@ -950,7 +950,7 @@ class Run:
         # Noisy readings pin some constants down only together: each snap is judged with the
         # others fitted again (none to fit with noiseless ones, which pin each alone).
         sd_fit = np.sqrt(var_fit)
-        refit = (lambda e, at: refitted(e, names, at, X_fit, y_fit, sd_fit)) if np.all(sd_fit > 0) else None
+        refit = (lambda e, at, free: refitted(e, names, at, free, X_fit, y_fit, sd_fit)) if np.all(sd_fit > 0) else None
         at_floor = self._fits_to_floor(law, val)
         readable = tidy(snap_constants(raw, snappable, refit) if at_floor else raw)
         if not acceptable(readable):
