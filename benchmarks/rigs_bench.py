@@ -92,6 +92,18 @@ LAWS: dict[str, tuple[str, tuple[Variable, ...], Callable[..., np.ndarray]]] = {
                   lambda A, Ea, T: A * np.exp(-Ea / (8.314 * T))),
     "Lorentz factor": ("1/sqrt(1 - v**2/8.98755e16)", (V("v", 1e7, 2.7e8, unit="m/s"),),
                        lambda v: 1 / np.sqrt(1 - v**2 / 8.98755e16)),
+    # Added on 2026-11-29 (session 9): one knob, the rest of the rig fixed. A law of one variable
+    # has a single round with nothing held.
+    "charging (t)": ("5*(1 - exp(-t/0.01))", (V("t", 0.0, 0.05, unit="s"),), lambda t: 5 * (1 - np.exp(-t / 0.01))),
+    "radiance (T)": ("5.67e-8*T**4", (V("T", 200.0, 1000.0, unit="K"),), lambda T: 5.67e-8 * T**4),
+    "saturation (S)": ("3.2*S/(0.5 + S)", (V("S", 0.01, 5.0, unit="mM"),), lambda S: 3.2 * S / (0.5 + S)),
+    "rate (T)": ("1e13*exp(-9000/T)", (V("T", 300.0, 600.0, unit="K"),), lambda T: 1e13 * np.exp(-9000 / T)),
+    "image (u)": ("0.1*u/(u - 0.1)", (V("u", 0.15, 2.0, unit="m"),), lambda u: 0.1 * u / (u - 0.1)),
+    "absorbance (x)": ("100*exp(-0.3*x)", (V("x", 0.0, 10.0, unit="cm"),), lambda x: 100 * np.exp(-0.3 * x)),
+    "Malus (th)": ("800*cos(th)**2", (V("th", 0.0, 1.5, unit="rad"),), lambda th: 800 * np.cos(th) ** 2),
+    "mains (t)": ("0.02*sin(314.16*t)", (V("t", 0.0, 0.05, unit="s"),), lambda t: 0.02 * np.sin(314.16 * t)),
+    "potential (r)": ("-3.986e14/r", (V("r", 6.4e6, 4e7, unit="m"),), lambda r: -3.986e14 / r),
+    "period (L)": ("2.00607*sqrt(L)", (V("L", 0.1, 2.0, unit="m"),), lambda L: 2.00607 * np.sqrt(L)),
 }
 
 
