@@ -46,7 +46,8 @@ __all__ = ["REPEATS", "Lab", "Individual", "Run", "StopSearch", "unit_scale"]
 
 #: Generations a round goes on after its best tree fits to the noise floor without getting smaller.
 _FLOOR_PATIENCE = 3
-#: How many of a round's best frozen trees :meth:`Run.expansions` grows, and in at most how many steps.
+#: How many of a round's best frozen trees :meth:`Run.expansions` grows (and of the best kinds of
+#: piece, grown again), and in at most how many steps.
 _EXPANDED = 3
 _EXPANSION_STEPS = 2
 #: A round's expansions join its population up to one in this many of its size.
@@ -535,12 +536,12 @@ class Run:
             exact = [ind for ind, _ in grown if ind.fit.at_floor]
             if exact or not grown:
                 return summed + exact
-            # The best of each kind of piece, not the best few: those are mostly one piece a few
-            # ways (c*exp(c*T), c + c*exp(c*T), ...), and two exp's then stand in for T**4 at
-            # the floor where n2(T)*n2(T), the second best piece, was the law. The best few of
-            # those, and beside them the best for their number of constants: the best fits are
-            # the pieces with the most (at 1% an exp of a pole stood in for T**4 too), and
-            # growing every kind costs twice the fits of a round.
+            # The seeds of the next step: the best tree of each kind of piece (the best few trees
+            # are mostly one piece a few ways, c*exp(c*T), c + c*exp(c*T), ..., and two exp's
+            # stood in for T**4 where n2(T)*n2(T) was the law); of those, the best few kinds,
+            # and beside them each kind that fits best for its number of constants (the best
+            # fits are the pieces with the most: at 1% an exp of a pole stood in for T**4;
+            # growing every kind took twice a round's fits).
             best: dict[str, Individual] = {}
             for ind, kind in sorted(grown, key=lambda pair: _rank_key(pair[0])):
                 if kind is not None:
