@@ -339,6 +339,18 @@ def test_the_second_step_grows_the_best_of_each_piece_not_one_piece_three_ways()
     assert "n2" in grown[0].expr.tokens and "exp" not in grown[0].expr.tokens
 
 
+def test_the_second_step_also_grows_the_piece_that_fits_best_for_its_number_of_constants() -> None:
+    # T**4 read at 1%, one variable: the best three kinds of piece are three-constant ones (exp,
+    # pole, ...; grown again, an exp of a pole reaches the floor); c*n2(T), one constant, fits
+    # worse but is what grows into c*n2(T)*n2(T)
+    spec = OracleSpec((Variable("T", 200.0, 1000.0),), name="test:radiance")
+    rng = np.random.default_rng(1)
+    spread = np.std(5.67e-8 * rng.uniform(200.0, 1000.0, 100_000) ** 4)
+    oracle = CallableOracle(lambda X: 5.67e-8 * X[:, 0] ** 4 + 0.01 * spread * rng.standard_normal(len(X)), spec)
+    result = run_search("racing", oracle, SearchConfig(population=20, generations=1, batch=64), seed=0)
+    assert is_exact(result.best.sympy_expr, "5.67e-8*T**4", variables=spec.variables), result.best.expression
+
+
 def test_under_noise_a_sum_of_pieces_at_the_floor_does_not_end_the_single_pieces_search() -> None:
     # x0*x1**4 read at 1%: a sum of unit pieces of x1 (exp, sqrt, n2, 1/x1, 1) is within the
     # noise of x1**4 over the range; the single pieces still take their two steps to
