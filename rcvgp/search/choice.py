@@ -253,18 +253,25 @@ def shortened_series(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], max
     where that is smaller and ``accept`` takes it. Under noise a function of an argument that
     stays small over the data can stand in for a power: a fit of ``T**4`` came back as
     ``45569500 - 45569500*cos(4.98904e-8*T**2)``, which reads as the law only as its series."""
-    z = sympy.Dummy("z")
-    functions = (sympy.sin, sympy.cos, sympy.exp)
-    for node in sorted(expr.atoms(*functions), key=sympy.count_ops, reverse=True):
+    for node in sorted(expr.atoms(sympy.sin, sympy.cos, sympy.exp), key=sympy.count_ops, reverse=True):
         if not expr.has(node):
             continue  # gone with an earlier replacement
         for order in range(1, max_order + 1):
-            series = sympy.series(node.func(z), z, 0, order + 1).removeO()
-            trial = sympy.expand(expr.xreplace({node: series.xreplace({z: node.args[0]})}))
+            trial = sympy.expand(expr.xreplace({node: _taylor(node.func, order).xreplace({_Z: node.args[0]})}))
             if sympy.count_ops(trial) < sympy.count_ops(expr) and accept(trial):
                 expr = trial
                 break
     return expr
+
+
+_Z = sympy.Dummy("z")
+
+
+@functools.lru_cache(maxsize=None)
+def _taylor(func: type[sympy.Function], order: int) -> sympy.Expr:
+    """The Taylor polynomial of ``func`` about 0 in :data:`_Z`, to ``order``: sympy's series
+    takes some 20 ms, and a law asks for the same few many times."""
+    return sympy.series(func(_Z), _Z, 0, order + 1).removeO()
 
 
 def _neighbours(value: sympy.Number) -> list[sympy.Float]:
