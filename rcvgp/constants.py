@@ -384,14 +384,16 @@ class _Projected:
         return _Point(np.where(ok, losses, np.inf), A, g, linear, slope)
 
     def scan(self, theta: np.ndarray) -> np.ndarray:
-        """``theta`` (K, P) with each NaN column, in turn, set per trial to the value of
-        :data:`SCAN_VALUES` where the loss (on a sample of each trial's points, the other
-        columns held, NaN ones at 1.0) is least. One evaluation per column covers every value."""
+        """``theta`` (K, P) with each NaN column, in turn from the last, set per trial to the
+        value of :data:`SCAN_VALUES` where the loss (on a sample of each trial's points, the
+        other columns held, NaN ones at 1.0) is least. One evaluation per column covers every
+        value. The last first: in prefix order that is the innermost, whose value the outer ones
+        depend on (an offset beside exp(c*t) means nothing until the rate is known)."""
         K, P = theta.shape
         S = len(SCAN_VALUES)
         X, y0, mask, weight = self.trials.scan_copies
         theta = theta.copy()
-        for j in np.flatnonzero(np.isnan(theta).any(axis=0)):
+        for j in np.flatnonzero(np.isnan(theta).any(axis=0))[::-1]:
             unknown = np.isnan(theta[:, j])
             candidates = np.where(np.isnan(theta), 1.0, theta)[None].repeat(S, axis=0)
             candidates[:, unknown, j] = SCAN_VALUES[:, None]

@@ -118,6 +118,18 @@ def test_the_scan_finds_each_trial_its_own_start() -> None:
     np.testing.assert_allclose(found.constants[:, 1], -rates, rtol=1e-9)
 
 
+def test_constants_with_no_start_known_are_scanned_for_from_the_inside_out() -> None:
+    # logistic curves 10/(1 + a*exp(r*t)) as c/(c + exp(c*t)): the offset scanned for first,
+    # with the rate at 1, settles where no rate fits (two of these); the rate first, then the
+    # offset, fits all
+    for a, r, high in ((54.6, -8.0, 1.0), (100.0, -2.0, 5.0), (54.6, -0.8, 10.0)):
+        t = np.random.default_rng(3).uniform(0.0, high, size=(1, 256, 1))
+        found = fit_constants(("div", "c", "add", "c", "exp", "mul", "c", "x0"),
+                              Trials(t, 10.0 / (1.0 + a * np.exp(r * t[..., 0]))))
+        assert found.fitness < 1e-20, (a, r)
+        np.testing.assert_allclose(found.constants, [[10.0 / a, 1.0 / a, r]], rtol=1e-9)
+
+
 def test_the_scan_starts_a_frequency_of_many_periods_in_its_basin() -> None:
     # cos(w*x), x in 1..5: w = 3.6 is 14% from the nearest of six values a decade (3.16), which
     # is 2 radians off at x = 5: LM from there ends in another minimum
