@@ -329,6 +329,34 @@ def test_a_law_of_one_variable_is_found_among_its_pieces() -> None:
     assert is_exact(result.best.sympy_expr, "5 - 5*exp(-100*t)", variables=spec.variables), result.best.expression
 
 
+def test_a_power_of_its_own_is_found_as_a_function_of_a_piece() -> None:
+    # an adiabat p = 0.6309*V**-1.4: no piece nor piece of pieces is a power of -1.4; the exp
+    # piece with its variable made a log, c*exp(c*log(V)), is
+    spec = OracleSpec((Variable("V", 1e-4, 1e-2),), name="test:adiabat")
+    oracle = CallableOracle(lambda X: 0.6309 * X[:, 0] ** -1.4, spec)
+    result = run_search("racing", oracle, SearchConfig(population=20, generations=1, batch=32), seed=0)
+    assert is_exact(result.best.sympy_expr, "0.6309*V**-1.4", variables=spec.variables), result.best.expression
+
+
+def test_a_logistic_curve_is_found_as_a_pole_of_an_exponential() -> None:
+    # 10/(1 + exp(-0.8*(t - 5))): the pole c/(c + t) with t made exp(c*t); its three constants
+    # scanned for from the inside out (the rate, then the offset), not kept from the pole's fit
+    spec = OracleSpec((Variable("t", 0.0, 10.0),), name="test:logistic")
+    oracle = CallableOracle(lambda X: 10.0 / (1.0 + np.exp(-0.8 * (X[:, 0] - 5.0))), spec)
+    result = run_search("racing", oracle, SearchConfig(population=20, generations=1, batch=32), seed=0)
+    assert is_exact(result.best.sympy_expr, "10/(1 + exp(-0.8*(t - 5)))", variables=spec.variables), \
+        result.best.expression
+
+
+def test_a_distance_is_found_as_a_root_of_a_shifted_square() -> None:
+    # sqrt(x**2 + y**2): with y held, sqrt(c + x**2) is the sqrt piece with x made c + n2(x);
+    # the round that frees y grows its open c into c*y**2
+    spec = OracleSpec((Variable("x", 1.0, 10.0), Variable("y", 1.0, 10.0)), name="test:distance")
+    oracle = CallableOracle(lambda X: np.sqrt(X[:, 0] ** 2 + X[:, 1] ** 2), spec)
+    result = run_search("racing", oracle, SearchConfig(population=20, generations=2, batch=32), seed=0)
+    assert is_exact(result.best.sympy_expr, "sqrt(x**2 + y**2)", variables=spec.variables), result.best.expression
+
+
 def test_the_second_step_grows_the_best_of_each_piece_not_one_piece_three_ways() -> None:
     # x0*x1**4 from c*x0 with x1 freed: no one piece fits; the three best fits of step one are all
     # exp(c*x1) three ways, and only the n2 piece grown again, c*n2(x1)*n2(x1), is the law

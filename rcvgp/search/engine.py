@@ -502,9 +502,12 @@ class Run:
         ``c*x/(c + x)``, each also with ``c +``. If no single piece fits to the floor, the best of
         a few kinds (each unary operator, none, the pole), and of every kind those that fit best
         for their number of constants, are grown once more the same way (a damped wave needs
-        ``exp(c*t)`` and ``cos(c*t)``). A piece that fits only part of the change is
-        not returned: such trees fit better at once and took the round over, in a structure that
-        could not grow into the law (sincos-3-2-2/1: a coefficient standing for ``0.66/cos(x1)``).
+        ``exp(c*t)`` and ``cos(c*t)``), and the best tree of each piece without an offset has its
+        variable made a piece of it in turn (:func:`_inner_pieces`: a power ``c*exp(c*log(x))``, a
+        distance ``c*sqrt(c + x**2)``, a logistic curve ``c/(c + exp(c*t))``). A piece that fits
+        only part of the change is not returned: such trees fit better at once and took the round
+        over, in a structure that could not grow into the law (sincos-3-2-2/1: a coefficient
+        standing for ``0.66/cos(x1)``).
 
         An open constant of an exact fit stands for a function of the variables held then
         (:meth:`freeze`); the round that frees one of them has to find that function. Most laws
@@ -531,9 +534,10 @@ class Run:
         if "mul" not in self.operators:
             return []
         summed = self._summed(seeds)
+        composed: list[Individual] = []
         for _ in range(_EXPANSION_STEPS):
-            grown = self._grown(seeds, seen)
-            exact = [ind for ind, _ in grown if ind.fit.at_floor]
+            grown = self._grown(seeds, seen, composed)
+            exact = [ind for ind, _, _ in grown if ind.fit.at_floor]
             if exact or not grown:
                 return summed + exact
             # The seeds of the next step: the best tree of each kind of piece (the best few trees
@@ -543,12 +547,18 @@ class Run:
             # fits are the pieces with the most: at 1% an exp of a pole stood in for T**4;
             # growing every kind took twice a round's fits).
             best: dict[str, Individual] = {}
-            for ind, kind in sorted(grown, key=lambda pair: _rank_key(pair[0])):
-                if kind is not None:
+            # And for a function of a piece, the best tree of each piece without an offset of
+            # its own (the offset of c + u(c*x) is the same with u of a piece in it).
+            by_piece: dict[tuple[str, ...], Individual] = {}
+            for ind, kind, piece in sorted(grown, key=lambda triple: _rank_key(triple[0])):
+                if kind is not None and piece is not None:
                     best.setdefault(kind, ind)
+                    if piece.tokens[0] != "add":
+                        by_piece.setdefault(piece.tokens, ind)
             seeds = list(best.values())[:_EXPANDED]
             seeds += [ind for ind in front_of(best.values(), key=lambda ind: (ind.expr.n_consts, ind.fitness))
                       if all(ind is not seed for seed in seeds)]
+            composed = list(by_piece.values())
         return summed
 
     def _summed(self, seeds: Sequence[Individual]) -> list[Individual]:
@@ -617,39 +627,63 @@ class Run:
             out.append(best)  # bounded by the pieces the data need, not by GP's max_size
         return out
 
-    def _grown(self, seeds: Sequence[Individual], seen: set[tuple[str, ...]]) -> list[tuple[Individual, str | None]]:
+    def _grown(self, seeds: Sequence[Individual], seen: set[tuple[str, ...]],
+               composed: Sequence[Individual] = ()) -> list[tuple[Individual, str | None, Expr | None]]:
         """One step of :meth:`expansions`: each open constant of each seed (and all of them at
-        once) grown into each piece, the trees not in ``seen`` fitted (and added to it), those
-        that fit better than their seed, each with the kind of its piece (:func:`_pieces`), None
-        for one grown at several places: no seed for a next step, which would carry its piece
-        where the law has none (an offset that stays)."""
+        once) grown into each piece, and each freed variable in a piece of each of ``composed``
+        made an inner piece of itself (:func:`_inner_pieces`); the trees not in ``seen`` fitted
+        (and added to it), those that fit better than their seed, each with the kind of its piece
+        and the piece (:func:`_pieces`); None for one grown at several places or composed: no
+        seed for a next step, which would carry its piece where the law has none (an offset that
+        stays)."""
         drafts: list[_Draft] = []
-        kinds: list[str | None] = []
+        pieces_of: list[tuple[str, Expr] | None] = []
+
+        def add(ind: Individual, g: Grammar, child: Expr, piece: tuple[str, Expr] | None,
+                anew: bool = False) -> None:
+            child = simplify_tree(child)
+            if child.tokens in seen or not g.fits(child):
+                return
+            seen.add(child.tokens)
+            init = inherited_constants(ind.expr, ind.fit.constants, child, fresh=np.nan)
+            if anew:
+                # The piece's constants scanned for, not its own: a pole's c/(c + t) has
+                # another offset than c/(c + exp(c*t)).
+                init[:, _open_subtree_consts(child)] = np.nan
+            drafts.append(_Draft(child, ind.controlled, ind.schedule, self.lab.trials(ind.controlled),
+                                 ind.fitness, init, ind.settled))
+            pieces_of.append(piece)
+
         for ind in seeds:
             g = self.grammar(ind.controlled, ind.settled)
-            trials = self.lab.trials(ind.controlled)
-            pieces = _pieces(g)
             open_ = [i for i in ind.expr.const_positions if not ind.expr.frozen[i]]
             # Each open constant alone, and all of them at once: the variable freed may change
             # several (c/(x2 + c) of a Michaelis-Menten law has S in both), which one at a time
             # does not show, since neither alone fits better.
             for where in [[i] for i in open_] + ([open_] if len(open_) > 1 else []):
-                for piece, kind in pieces:
+                for piece, kind in _pieces(g):
                     child = ind.expr
                     for i in reversed(where):  # from the end: the positions before stay put
                         child = child.replace(i, piece)
-                    child = simplify_tree(child)
-                    if child.tokens in seen or not g.fits(child):
-                        continue
-                    seen.add(child.tokens)
-                    init = inherited_constants(ind.expr, ind.fit.constants, child, fresh=np.nan)
-                    drafts.append(_Draft(child, ind.controlled, ind.schedule, trials, ind.fitness, init, ind.settled))
-                    kinds.append(kind if len(where) == 1 else None)
+                    add(ind, g, child, (kind, piece) if len(where) == 1 else None)
+        for ind in composed:
+            # A function of a piece (c*exp(c*log(V)) for a power V**-1.4, c*sqrt(c + x**2) for a
+            # distance, c/(c + exp(c*t)) for a logistic curve, a saturation of a power for a Hill
+            # curve): pieces in place of constants only multiply and add them.
+            g = self.grammar(ind.controlled, ind.settled)
+            for v, inner in _inner_pieces(g).items():
+                where = [i for i, t in enumerate(ind.expr.tokens) if t == f"x{v}" and not ind.expr.frozen[i]]
+                for piece in inner if where else ():
+                    child = ind.expr
+                    for i in reversed(where):
+                        child = child.replace(i, piece)
+                    add(ind, g, child, None, anew=True)
         fitted = self.individuals(drafts)
         self.check_time()
         # Only a piece that explains more than its tree did: the others are no seeds for the
         # next step.
-        return [(child, kind) for draft, child, kind in zip(drafts, fitted, kinds) if child.fitness < draft.threshold]
+        return [(child, *(piece or (None, None))) for draft, child, piece in zip(drafts, fitted, pieces_of)
+                if child.fitness < draft.threshold]
 
     # --- the generation loop ---------------------------------------------------------------
     def evolve(self, pop: list[Individual], n_generations: int) -> list[Individual]:
@@ -1137,6 +1171,38 @@ def _pieces(g: Grammar) -> list[tuple[Expr, str]]:
             # (:func:`inherited_constants` matches the tokens at either end), not scan for it.
             for term in (("div",) + c + ("add",) + c + x, ("div", "mul") + c + x + ("add",) + c + x):
                 out += [(Expr(term), "pole"), (Expr(("add",) + c + term), "pole")]
+    return out
+
+
+def _open_subtree_consts(expr: Expr) -> list[int]:
+    """Indices of the constants in ``expr``'s first largest subtree with a variable and no
+    frozen node: the piece a step grew."""
+    for start in range(len(expr)):
+        end = subtree_end(expr.tokens, start)
+        if not any(expr.frozen[start:end]) and any(is_var(t) for t in expr.tokens[start:end]):
+            before = sum(t == CONST_TOKEN for t in expr.tokens[:start])
+            return list(range(before, before + sum(t == CONST_TOKEN for t in expr.tokens[start:end])))
+    return []
+
+
+def _inner_pieces(g: Grammar) -> dict[int, list[Expr]]:
+    """For each of ``g``'s free variables x, what :meth:`Run._grown` puts in place of x in a
+    piece for a function of a piece: ``c + x`` and each unary operator of it, ``u(c*x)``,
+    ``c + u(c*x)`` and ``u(c + c*x)`` (a Fermi function's ``c/(c + exp(c + c*x))``, whose offset
+    ``exp(-20)`` no scan reaches); where the inner scale factors out (a power, a log), ``u(x)``,
+    ``c + u(x)`` and ``u(c + x)`` (the Gaussian's ``exp(c*(c + x)**2)``); and a power
+    ``exp(c*log(x))``."""
+    c = (CONST_TOKEN,)
+    out: dict[int, list[Expr]] = {}
+    for v in g.free_vars:
+        x = (f"x{v}",)
+        forms = [("add",) + c + x, ("exp", "mul") + c + ("log",) + x]  # and a power of its own
+        for u in g.unary:
+            if u in _HOMOGENEOUS or u == "log":
+                forms += [(u,) + x, ("add",) + c + (u,) + x, (u, "add") + c + x]
+            else:
+                forms += [(u, "mul") + c + x, ("add",) + c + (u, "mul") + c + x, (u, "add") + c + ("mul",) + c + x]
+        out[v] = [Expr(f) for f in forms if all(arity(t) == 0 or t in g.operators for t in f)]
     return out
 
 
