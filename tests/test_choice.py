@@ -9,8 +9,8 @@ import pytest
 import sympy
 
 from rcvgp.search.choice import (
-    Fitted, as_fractions, choose, expanded, normalized_quotients, pareto_front, predict, refitted, shortened_series,
-    simple_values, snap_constants,
+    Fitted, as_fractions, choose, completed_squares, expanded, merged_logs, merged_roots, normalized_quotients,
+    pareto_front, predict, refitted, shortened_series, simple_values, snap_constants,
 )
 from rcvgp.tree import Expr
 
@@ -160,6 +160,44 @@ def test_a_function_of_an_argument_small_over_the_data_becomes_its_series_where_
     wave = predict(turning, [T], temps)
     y = wave + 0.01 * wave.std() * rng.standard_normal(1000)
     assert shortened_series(turning, accept_for(turning, y, 0.01 * wave.std())) == turning
+
+
+def test_a_peak_is_written_about_its_centre() -> None:
+    x, y = sympy.symbols("x y", positive=True)
+    fitted = sympy.Float(7.45331e-6) * sympy.exp(50 * x / 3) * sympy.exp(sympy.Float(-5.55556) * x**2) + y
+    written = completed_squares(fitted)
+    height, centre = sympy.Wild("h"), sympy.Wild("m")
+    match = (written - y).match(height * sympy.exp(sympy.Float(-5.55556) * (x + centre) ** 2))
+    assert match and float(match[height]) == pytest.approx(2.0, rel=1e-4) and float(match[centre]) == pytest.approx(-1.5, rel=1e-4)
+    points = np.random.default_rng(0).uniform(0.5, 3.0, size=(100, 2))
+    np.testing.assert_allclose(predict(written, [x, y], points), predict(fitted, [x, y], points), rtol=1e-9)
+    # left as they are: a rising exponent, one of two variables, one already about its centre
+    for other in (sympy.exp(sympy.Float(0.3) * x + sympy.Float(0.01) * x**2), 3 * sympy.exp(-x**2 + 2 * x * y),
+                  2 * sympy.exp(-((x - 1) ** 2)), x**2 * sympy.exp(-x)):
+        assert completed_squares(other) is other
+
+
+def test_roots_of_sums_in_a_product_are_taken_as_one() -> None:
+    m, v = sympy.symbols("m v", positive=True)
+    a = sympy.Float(3.33564e-9)
+    fitted = sympy.Float(8.98755e16) * m / (sympy.sqrt(1 - a * v) * sympy.sqrt(1 + a * v))
+    assert merged_roots(fitted) == sympy.Float(8.98755e16) * m / sympy.sqrt(1 - a**2 * v**2)
+    points = np.random.default_rng(0).uniform(1e7, 2.5e8, size=(50, 2))
+    np.testing.assert_allclose(predict(merged_roots(fitted), [m, v], points), predict(fitted, [m, v], points), rtol=1e-12)
+    for other in (sympy.sqrt(m) * sympy.sqrt(v), sympy.sqrt(m + 1) * (v + 2), sympy.sqrt(m + 1) * sympy.cbrt(v + 2)):
+        assert merged_roots(other) is other
+
+
+def test_logs_in_a_sum_are_taken_as_one_where_that_is_shorter() -> None:
+    p, b, m0, mf = sympy.symbols("P B m0 mf", positive=True)
+    assert merged_logs(b * (sympy.log(m0) - sympy.log(mf))) == b * sympy.log(m0 / mf)
+    shannon = b * (sympy.log(100 * p + sympy.Float(0.1)) + sympy.Float(np.log(10.0)))
+    merged = merged_logs(shannon)
+    assert len(merged.atoms(sympy.log)) == 1 and not merged.has(sympy.Float(np.log(10.0)))
+    points = np.random.default_rng(1).uniform(1e-3, 1.0, size=(50, 4))
+    np.testing.assert_allclose(predict(merged, [p, b, m0, mf], points), predict(shannon, [p, b, m0, mf], points), rtol=1e-12)
+    for other in (sympy.log(p) + 2, 3 * sympy.log(p) + 1, sympy.log(p) + p):  # none shorter merged
+        assert merged_logs(other) is other
 
 
 def test_refitting_leaves_constants_as_given_where_the_fit_cannot_improve_them() -> None:

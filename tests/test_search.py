@@ -348,6 +348,16 @@ def test_a_logistic_curve_is_found_as_a_pole_of_an_exponential() -> None:
         result.best.expression
 
 
+def test_a_peak_is_found_as_an_exponential_of_a_shifted_square_and_written_about_its_centre() -> None:
+    # a Gaussian line 2*exp(-(x - 1.5)**2/0.18): the exp piece with x made (c + x)**2
+    spec = OracleSpec((Variable("x", 0.0, 3.0),), name="test:peak")
+    oracle = CallableOracle(lambda X: 2.0 * np.exp(-((X[:, 0] - 1.5) ** 2) / 0.18), spec)
+    result = run_search("racing", oracle, SearchConfig(population=20, generations=1, batch=32), seed=0)
+    assert is_exact(result.best.sympy_expr, "2*exp(-(x - 1.5)**2/0.18)", variables=spec.variables), \
+        result.best.expression
+    assert result.best.expression.startswith("2*exp(") and "(x - 3/2)**2" in result.best.expression
+
+
 def test_a_distance_is_found_as_a_root_of_a_shifted_square() -> None:
     # sqrt(x**2 + y**2): with y held, sqrt(c + x**2) is the sqrt piece with x made c + n2(x);
     # the round that frees y grows its open c into c*y**2

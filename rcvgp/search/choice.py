@@ -264,6 +264,82 @@ def shortened_series(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], max
     return expr
 
 
+def completed_squares(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with the exponentials of each product merged and each exponent that falls as a
+    quadratic in one variable (number coefficients) written about its vertex, the rest a factor:
+    a fitted Gaussian peak ``7.45331e-6*exp(50*x/3)*exp(-5.55556*x**2)`` reads
+    ``2.0*exp(-5.55556*(x - 1.5)**2)``, its height and centre where a reader looks for them
+    (and where a constant can be snapped). The same function, so ``expr`` as it was if no
+    exponent is such."""
+
+    def vertex(e: sympy.Expr) -> sympy.Expr:
+        arg = sympy.expand(e.args[0])
+        if len(arg.free_symbols) != 1:
+            return e
+        (x,) = arg.free_symbols
+        poly = arg.as_poly(x)
+        if poly is None or poly.degree() != 2 or not all(q.is_number for q in poly.all_coeffs()):
+            return e
+        a, b, k = poly.all_coeffs()
+        if not a.is_negative:
+            return e  # a peak's; a rising exponent reads better as fitted
+        return sympy.exp(a * (x + b / (2 * a)) ** 2) * sympy.exp(k - b**2 / (4 * a))
+
+    try:
+        merged = sympy.powsimp(expr, combine="exp")
+        rewritten = merged.replace(lambda e: isinstance(e, sympy.exp), vertex)
+    except (TypeError, ValueError, RecursionError, sympy.PolynomialError):
+        return expr
+    return rewritten if rewritten != merged else expr
+
+
+def merged_roots(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with the roots (any one power not whole) of sums in each product taken as one,
+    multiplied out: ``1/(sqrt(1 - a*v)*sqrt(1 + a*v))``, as a fit can build a Lorentz factor, is
+    ``1/sqrt(1 - a**2*v**2)``. Equal where the sums are positive (:func:`tidy`'s callers check
+    the law on the data); ``expr`` itself if no product has two such roots."""
+
+    def merged(product: sympy.Mul) -> sympy.Expr:
+        groups: dict[sympy.Expr, list[sympy.Expr]] = {}
+        for f in product.args:
+            if f.is_Pow and f.base.is_Add and f.exp.is_Rational and not f.exp.is_Integer:
+                groups.setdefault(f.exp, []).append(f)
+        roots = next((g for g in groups.values() if len(g) > 1), None)
+        if roots is None:
+            return product
+        rest = [f for f in product.args if f not in roots]
+        return sympy.Mul(*rest) * sympy.Pow(sympy.expand(sympy.Mul(*(f.base for f in roots))), roots[0].exp)
+
+    try:
+        return expr.replace(lambda e: e.is_Mul, merged)
+    except (TypeError, ValueError, RecursionError):
+        return expr
+
+
+def merged_logs(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with the logs in each sum taken as one where each comes in whole, a number
+    beside them included, where the sum is shorter that way: ``log(m0) - log(mf)`` is
+    ``log(m0/mf)``, ``log(100*P + 0.1) + 2.30259`` is ``log(1000*P + 1)``; ``expr`` itself if
+    no sum is."""
+
+    def merged(total: sympy.Add) -> sympy.Expr:
+        logs = [t for t in total.args if isinstance(t, sympy.log) or (-t).func == sympy.log]
+        numbers = [t for t in total.args if t.is_Number]
+        if not logs or len(logs) + len(numbers) < 2:
+            return total
+        inside = sympy.Mul(*(t.args[0] if isinstance(t, sympy.log) else 1 / (-t).args[0] for t in logs))
+        if numbers:
+            inside = sympy.expand(sympy.Float(math.exp(float(sympy.Add(*numbers)))) * inside)
+        rest = [t for t in total.args if t not in logs and t not in numbers]
+        out = sympy.Add(*rest, sympy.log(inside))
+        return out if sympy.count_ops(out) < sympy.count_ops(total) else total
+
+    try:
+        return expr.replace(lambda e: e.is_Add, merged)
+    except (TypeError, ValueError, RecursionError):
+        return expr
+
+
 _Z = sympy.Dummy("z")
 
 
