@@ -9,8 +9,8 @@ import pytest
 import sympy
 
 from rcvgp.search.choice import (
-    Fitted, as_fractions, choose, completed_squares, expanded, merged_logs, merged_roots, normalized_quotients,
-    pareto_front, predict, refitted, shortened_series, simple_values, snap_constants,
+    Fitted, as_fractions, choose, collected, completed_squares, expanded, merged_logs, merged_roots,
+    normalized_quotients, pareto_front, predict, refitted, shortened_series, simple_values, snap_constants,
 )
 from rcvgp.tree import Expr
 
@@ -198,6 +198,14 @@ def test_logs_in_a_sum_are_taken_as_one_where_that_is_shorter() -> None:
     np.testing.assert_allclose(predict(merged, [p, b, m0, mf], points), predict(shannon, [p, b, m0, mf], points), rtol=1e-12)
     for other in (sympy.log(p) + 2, 3 * sympy.log(p) + 1, sympy.log(p) + p):  # none shorter merged
         assert merged_logs(other) is other
+
+
+def test_terms_that_share_a_function_are_collected_where_that_is_shorter() -> None:
+    t0, ta, t = sympy.symbols("T0 Ta t", positive=True)
+    decay = sympy.exp(sympy.Float(-0.01) * t)
+    assert collected(t0 * decay + ta - ta * decay) == ta + (t0 - ta) * decay
+    for other in (t0 * decay + ta, t0 * sympy.sin(t) + ta * sympy.cos(t), t0 + ta):
+        assert collected(other) is other
 
 
 def test_refitting_leaves_constants_as_given_where_the_fit_cannot_improve_them() -> None:

@@ -316,6 +316,20 @@ def merged_roots(expr: sympy.Expr) -> sympy.Expr:
         return expr
 
 
+def collected(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with the terms that share a function (an exp, sin, cos, log) collected where
+    that is shorter: ``T0*exp(-k*t) + Ta - Ta*exp(-k*t)`` is ``Ta + (T0 - Ta)*exp(-k*t)``;
+    ``expr`` itself if no such collection is shorter."""
+    functions = sorted(expr.atoms(sympy.exp, sympy.sin, sympy.cos, sympy.log), key=sympy.default_sort_key)
+    if not functions:
+        return expr
+    try:
+        out = sympy.collect(expr, functions)
+    except (TypeError, ValueError, RecursionError):
+        return expr
+    return out if sympy.count_ops(out) < sympy.count_ops(expr) else expr
+
+
 def merged_logs(expr: sympy.Expr) -> sympy.Expr:
     """``expr`` with the logs in each sum taken as one where each comes in whole, a number
     beside them included, where the sum is shorter that way: ``log(m0) - log(mf)`` is

@@ -36,8 +36,8 @@ from rcvgp.search.base import (
     Candidate, Progress, ProgressCallback, ScheduleStats, SearchConfig, SearchResult, TestPoints, rounds_not_run,
 )
 from rcvgp.search.choice import (
-    Fitted, best_of, choose, completed_squares, drop_negligible_terms, expanded, front_of, merged_logs, merged_roots,
-    normalized_quotients, pareto_front, predict, refitted, shortened_series, snap_constants, tidy,
+    Fitted, best_of, choose, collected, completed_squares, drop_negligible_terms, expanded, front_of, merged_logs,
+    merged_roots, normalized_quotients, pareto_front, predict, refitted, shortened_series, snap_constants, tidy,
 )
 from rcvgp.search.fitting import FitJob, Fitter
 from rcvgp.tree import CONST_TOKEN, Expr, arity, is_var, reopened, subtree_end
@@ -992,8 +992,8 @@ class Run:
         readable = tidy(snap_constants(raw, snappable, refit) if at_floor else raw)
         if not acceptable(readable):
             readable = raw  # a form that evaluates differently (a branch cut, say)
-        for merged in (merged_roots(readable), merged_logs(readable)):
-            if merged is not readable and acceptable(merged):  # equal where the data are
+        for rewrite in (merged_roots, merged_logs, collected):
+            if (merged := rewrite(readable)) is not readable and acceptable(merged):  # equal where the data are
                 readable = merged
         on_val = predict(readable, names, X_val)
         shown = dataclasses.replace(law, prediction=on_val, nmse_validation=float(val.losses(on_val[None])[0]),
