@@ -303,6 +303,15 @@ class Individual:
         return self.expr.tokens, self.controlled
 
 
+class _Growth(NamedTuple):
+    """A tree :meth:`Run._grown` made: the piece it grew (and its kind) if grown at one place."""
+
+    ind: Individual
+    kind: str | None
+    piece: Expr | None
+    better: bool  # than the tree it was grown from: only a piece that explains more seeds a step
+
+
 class _Draft(NamedTuple):
     """An individual before its fit: its tree and place, the data to fit it on, the fitness it
     must reach to get a full fit, and its starting constants."""
@@ -537,8 +546,8 @@ class Run:
         composed: list[Individual] = []
         for _ in range(_EXPANSION_STEPS):
             grown = self._grown(seeds, seen, composed)
-            exact = [ind for ind, _, _ in grown if ind.fit.at_floor]
-            if exact or not grown:
+            exact = [g.ind for g in grown if g.better and g.ind.fit.at_floor]
+            if exact or not any(g.better for g in grown):
                 return summed + exact
             # The seeds of the next step: the best tree of each kind of piece (the best few trees
             # are mostly one piece a few ways, c*exp(c*T), c + c*exp(c*T), ..., and two exp's
@@ -548,13 +557,15 @@ class Run:
             # growing every kind took twice a round's fits).
             best: dict[str, Individual] = {}
             # And for a function of a piece, the best tree of each piece without an offset of
-            # its own (the offset of c + u(c*x) is the same with u of a piece in it).
+            # its own (the offset of c + u(c*x) is the same with u of a piece in it), whether or
+            # not it fits better: c/sqrt(v) does not, c/sqrt(c + v**2) is a Lorentz factor.
             by_piece: dict[tuple[str, ...], Individual] = {}
-            for ind, kind, piece in sorted(grown, key=lambda triple: _rank_key(triple[0])):
-                if kind is not None and piece is not None:
-                    best.setdefault(kind, ind)
-                    if piece.tokens[0] != "add":
-                        by_piece.setdefault(piece.tokens, ind)
+            for g in sorted(grown, key=lambda g: _rank_key(g.ind)):
+                if g.kind is not None and g.piece is not None:
+                    if g.better:
+                        best.setdefault(g.kind, g.ind)
+                    if g.piece.tokens[0] != "add":
+                        by_piece.setdefault(g.piece.tokens, g.ind)
             seeds = list(best.values())[:_EXPANDED]
             seeds += [ind for ind in front_of(best.values(), key=lambda ind: (ind.expr.n_consts, ind.fitness))
                       if all(ind is not seed for seed in seeds)]
@@ -628,14 +639,14 @@ class Run:
         return out
 
     def _grown(self, seeds: Sequence[Individual], seen: set[tuple[str, ...]],
-               composed: Sequence[Individual] = ()) -> list[tuple[Individual, str | None, Expr | None]]:
+               composed: Sequence[Individual] = ()) -> list[_Growth]:
         """One step of :meth:`expansions`: each open constant of each seed (and all of them at
         once) grown into each piece, and each freed variable in a piece of each of ``composed``
         made an inner piece of itself (:func:`_inner_pieces`); the trees not in ``seen`` fitted
-        (and added to it), those that fit better than their seed, each with the kind of its piece
-        and the piece (:func:`_pieces`); None for one grown at several places or composed: no
-        seed for a next step, which would carry its piece where the law has none (an offset that
-        stays)."""
+        (and added to it), each with the kind of its piece and the piece (:func:`_pieces`), and
+        whether it fits better than its seed (only those are fitted in full); no kind or piece
+        for one grown at several places or composed: no seed for a next step, which would carry
+        its piece where the law has none (an offset that stays)."""
         drafts: list[_Draft] = []
         pieces_of: list[tuple[str, Expr] | None] = []
 
@@ -680,10 +691,8 @@ class Run:
                     add(ind, g, child, None, anew=True)
         fitted = self.individuals(drafts)
         self.check_time()
-        # Only a piece that explains more than its tree did: the others are no seeds for the
-        # next step.
-        return [(child, *(piece or (None, None))) for draft, child, piece in zip(drafts, fitted, pieces_of)
-                if child.fitness < draft.threshold]
+        return [_Growth(child, *(piece or (None, None)), child.fitness < draft.threshold)
+                for draft, child, piece in zip(drafts, fitted, pieces_of)]
 
     # --- the generation loop ---------------------------------------------------------------
     def evolve(self, pop: list[Individual], n_generations: int) -> list[Individual]:
@@ -1159,12 +1168,17 @@ def _pieces(g: Grammar) -> list[tuple[Expr, str]]:
         inner = [("mul",) + c + x] + ([("div",) + c + x] if "div" in g.operators else [])
         for arg in inner:
             for u in ((),) + tuple((op,) for op in g.unary):
-                # A power's inner scale is its coefficient's (c*(c*x)**2 is c*x**2): a constant
-                # fewer, which at the floor ranks it above a curve as small (a pendulum's
-                # c + c*theta**2 over the pole c + c/(c + theta)).
+                # A power's inner scale is its coefficient's (c*(c*x)**2 is c*x**2, c*(c/x)**2 is
+                # c/x**2): a constant fewer, which at the floor ranks it above a curve as small (a
+                # pendulum's c + c*theta**2 over the pole c + c/(c + theta)), and no two that
+                # only their product pins (LM stalled on c*sqrt(c/v), NMSE 5.6).
                 kind = u[0] if u else ""
-                scaled = arg[:1] == ("mul",) and kind in _HOMOGENEOUS
-                term = ("mul",) + c + u + (arg[2:] if scaled else arg) if u else arg
+                if not u:
+                    term = arg
+                elif kind in _HOMOGENEOUS:
+                    term = ("mul",) + c + u + arg[2:] if arg[0] == "mul" else ("div",) + c + u + arg[2:]
+                else:
+                    term = ("mul",) + c + u + arg
                 out.append((Expr(term), kind))
                 if "add" in g.operators:
                     out.append((Expr(("add",) + c + term), kind))
@@ -1195,8 +1209,8 @@ def _inner_pieces(g: Grammar) -> dict[int, list[Expr]]:
     piece for a function of a piece: ``c + x`` and each unary operator of it, ``u(c*x)``,
     ``c + u(c*x)`` and ``u(c + c*x)`` (a Fermi function's ``c/(c + exp(c + c*x))``, whose offset
     ``exp(-20)`` no scan reaches); where the inner scale factors out (a power, a log), ``u(x)``,
-    ``c + u(x)`` and ``u(c + x)`` (the Gaussian's ``exp(c*(c + x)**2)``); and a power
-    ``exp(c*log(x))``."""
+    ``c + u(x)``, ``c - u(x)``, ``u(c + x)`` and ``u(c - x)`` (the Gaussian's
+    ``exp(c*(c + x)**2)``); and a power ``exp(c*log(x))``."""
     c = (CONST_TOKEN,)
     out: dict[int, list[Expr]] = {}
     for v in g.free_vars:
@@ -1204,7 +1218,10 @@ def _inner_pieces(g: Grammar) -> dict[int, list[Expr]]:
         forms = [("add",) + c + x, ("exp", "mul") + c + ("log",) + x]  # and a power of its own
         for u in g.unary:
             if u in _HOMOGENEOUS or u == "log":
-                forms += [(u,) + x, ("add",) + c + (u,) + x, (u, "add") + c + x]
+                # Both signs: the scale that would give one goes outside only when positive
+                # (sqrt(c - v**2) of a Lorentz factor).
+                forms += [(u,) + x] + [(op,) + c + (u,) + x for op in ("add", "sub")]
+                forms += [(u, op) + c + x for op in ("add", "sub")]
             else:
                 forms += [(u, "mul") + c + x, ("add",) + c + (u, "mul") + c + x, (u, "add") + c + ("mul",) + c + x]
         out[v] = [Expr(f) for f in forms if all(arity(t) == 0 or t in g.operators for t in f)]
