@@ -358,6 +358,16 @@ def test_a_peak_is_found_as_an_exponential_of_a_shifted_square_and_written_about
     assert result.best.expression.startswith("2*exp(") and "(x - 3/2)**2" in result.best.expression
 
 
+def test_a_lorentz_factor_is_found_as_a_root_of_a_difference() -> None:
+    # 1/sqrt(1 - v**2/c**2): the piece c/sqrt(v), a worse fit than a constant, with v made
+    # c - v**2 (a scale cannot give the minus sign under the root)
+    spec = OracleSpec((Variable("v", 1e7, 2.7e8),), name="test:lorentz")
+    oracle = CallableOracle(lambda X: 1.0 / np.sqrt(1.0 - X[:, 0] ** 2 / 8.98755e16), spec)
+    result = run_search("racing", oracle, SearchConfig(population=20, generations=1, batch=32), seed=0)
+    assert is_exact(result.best.sympy_expr, "1/sqrt(1 - v**2/8.98755e16)", variables=spec.variables), \
+        result.best.expression
+
+
 def test_a_distance_is_found_as_a_root_of_a_shifted_square() -> None:
     # sqrt(x**2 + y**2): with y held, sqrt(c + x**2) is the sqrt piece with x made c + n2(x);
     # the round that frees y grows its open c into c*y**2
