@@ -104,6 +104,68 @@ LAWS: dict[str, tuple[str, tuple[Variable, ...], Callable[..., np.ndarray]]] = {
     "mains (t)": ("0.02*sin(314.16*t)", (V("t", 0.0, 0.05, unit="s"),), lambda t: 0.02 * np.sin(314.16 * t)),
     "potential (r)": ("-3.986e14/r", (V("r", 6.4e6, 4e7, unit="m"),), lambda r: -3.986e14 / r),
     "period (L)": ("2.00607*sqrt(L)", (V("L", 0.1, 2.0, unit="m"),), lambda L: 2.00607 * np.sqrt(L)),
+    # Added on 2026-11-29 (session 10): laws of other shapes, several of them functions of a
+    # piece (a power of its own, a root or an exponential of a sum, a pole of an exponential).
+    "distance": ("sqrt(x**2 + y**2)", (V("x", 1.0, 10.0, unit="m"), V("y", 1.0, 10.0, unit="m")),
+                 lambda x, y: np.sqrt(x**2 + y**2)),
+    "Gaussian (x)": ("2*exp(-(x - 1.5)**2/0.18)", (V("x", 0.0, 3.0, unit="m"),),
+                     lambda x: 2 * np.exp(-(x - 1.5) ** 2 / 0.18)),
+    "logistic (t)": ("10/(1 + exp(-0.8*(t - 5)))", (V("t", 0.0, 10.0, unit="h"),),
+                     lambda t: 10 / (1 + np.exp(-0.8 * (t - 5)))),
+    "parallel R": ("R1*R2/(R1 + R2)", (V("R1", 10.0, 1000.0, unit="ohm"), V("R2", 10.0, 1000.0, unit="ohm")),
+                   lambda a, b: a * b / (a + b)),
+    "van der Waals": ("8.314*T/(V - 3e-5) - 0.14/V**2",
+                      (V("T", 250.0, 400.0, unit="K"), V("V", 1e-4, 1e-3, unit="m^3")),
+                      lambda T, Vol: 8.314 * T / (Vol - 3e-5) - 0.14 / Vol**2),
+    "escape velocity": ("sqrt(2*6.674e-11*M/r)", (V("M", 1e22, 1e25, unit="kg"), V("r", 1e6, 1e7, unit="m")),
+                        lambda M, r: np.sqrt(2 * 6.674e-11 * M / r)),
+    "centripetal": ("m*v**2/r", (V("m", 0.1, 10.0, unit="kg"), V("v", 1.0, 20.0, unit="m/s"),
+                                 V("r", 0.5, 5.0, unit="m")),
+                    lambda m, v, r: m * v**2 / r),
+    "battery": ("E*R/(R + r)", (V("E", 1.0, 12.0, unit="V"), V("R", 1.0, 100.0, unit="ohm"),
+                                V("r", 0.1, 5.0, unit="ohm")),
+                lambda E, R, r: E * R / (R + r)),
+    "sound speed": ("sqrt(1.4*8.314*T/M)", (V("T", 200.0, 400.0, unit="K"), V("M", 0.002, 0.05, unit="kg/mol")),
+                    lambda T, M: np.sqrt(1.4 * 8.314 * T / M)),
+    "adiabat (V)": ("0.6309*V**-1.4", (V("V", 1e-4, 1e-2, unit="m^3"),), lambda Vol: 0.6309 * Vol**-1.4),
+    "cooling": ("Ta + (T0 - Ta)*exp(-0.01*t)", (V("Ta", 280.0, 300.0, unit="K"), V("T0", 320.0, 370.0, unit="K"),
+                                                V("t", 0.0, 300.0, unit="s")),
+                lambda Ta, T0, t: Ta + (T0 - Ta) * np.exp(-0.01 * t)),
+    "LC frequency": ("1/(2*pi*sqrt(L*C))", (V("L", 1e-6, 1e-3, unit="H"), V("C", 1e-12, 1e-9, unit="F")),
+                     lambda L, C: 1 / (2 * np.pi * np.sqrt(L * C))),
+    "capacitor energy": ("0.5*C*U**2", (V("C", 1e-6, 1e-3, unit="F"), V("U", 1.0, 100.0, unit="V")),
+                         lambda C, U: 0.5 * C * U**2),
+    "Planck (nu)": ("1.4745e-50*nu**3/(exp(9.598e-15*nu) - 1)", (V("nu", 1e13, 1e15, unit="Hz"),),
+                    lambda nu: 1.4745e-50 * nu**3 / (np.exp(9.598e-15 * nu) - 1)),
+    "intensity (r)": ("100/(r + 0.1)**2", (V("r", 0.0, 2.0, unit="m"),), lambda r: 100 / (r + 0.1) ** 2),
+    "Kleiber (M)": ("3.4*M**0.75", (V("M", 0.01, 1000.0, unit="kg"),), lambda M: 3.4 * M**0.75),
+    "Lorentzian (f)": ("5/(1 + ((f - 100)/2)**2)", (V("f", 90.0, 110.0, unit="Hz"),),
+                       lambda f: 5 / (1 + ((f - 100) / 2) ** 2)),
+    "Fermi (E)": ("1/(exp((E - 0.5)/0.025) + 1)", (V("E", 0.3, 0.7, unit="eV"),),
+                  lambda E: 1 / (np.exp((E - 0.5) / 0.025) + 1)),
+    "Shannon": ("B*log(1 + P/1e-3)", (V("B", 1e3, 1e6, unit="Hz"), V("P", 1e-4, 1.0, unit="W")),
+                lambda B, P: B * np.log(1 + P / 1e-3)),
+    "rocket": ("ve*log(m0/mf)", (V("ve", 1e3, 4e3, unit="m/s"), V("m0", 1e3, 1e4, unit="kg"),
+                                 V("mf", 100.0, 900.0, unit="kg")),
+               lambda ve, m0, mf: ve * np.log(m0 / mf)),
+    "critical damping": ("A*(1 + w*t)*exp(-w*t)", (V("A", 0.5, 2.0, unit="m"), V("w", 0.5, 3.0, unit="1/s"),
+                                                   V("t", 0.0, 5.0, unit="s")),
+                         lambda A, w, t: A * (1 + w * t) * np.exp(-w * t)),
+    "Rydberg": ("1.097e7*(1/n1**2 - 1/n2**2)", (V("n1", 1.0, 3.0), V("n2", 4.0, 8.0)),
+                lambda n1, n2: 1.097e7 * (1 / n1**2 - 1 / n2**2)),
+    "diode (V)": ("1e-12*(exp(V/0.0257) - 1)", (V("V", 0.0, 0.7, unit="V"),),
+                  lambda v: 1e-12 * (np.exp(v / 0.0257) - 1)),
+    "Stokes": ("2*(rp - rf)*9.81*r**2/(9*mu)", (V("rp", 2000.0, 8000.0, unit="kg/m^3"),
+                                                 V("rf", 800.0, 1200.0, unit="kg/m^3"),
+                                                 V("r", 1e-5, 1e-4, unit="m"), V("mu", 1e-3, 1e-1, unit="Pa*s")),
+               lambda rp, rf, r, mu: 2 * (rp - rf) * 9.81 * r**2 / (9 * mu)),
+    "softened (r)": ("1/(r**2 + 0.01)", (V("r", 0.0, 1.0, unit="m"),), lambda r: 1 / (r**2 + 0.01)),
+    "Hill (S)": ("4*S**2.5/(1 + S**2.5)", (V("S", 0.1, 5.0, unit="mM"),), lambda S: 4 * S**2.5 / (1 + S**2.5)),
+    "relativistic energy": ("m*8.98755e16/sqrt(1 - v**2/8.98755e16)",
+                            (V("m", 1e-27, 1e-26, unit="kg"), V("v", 1e7, 2.5e8, unit="m/s")),
+                            lambda m, v: m * 8.98755e16 / np.sqrt(1 - v**2 / 8.98755e16)),
+    "Nernst": ("0.0257*log(c1/c2)", (V("c1", 1e-3, 1.0, unit="M"), V("c2", 1e-3, 1.0, unit="M")),
+               lambda c1, c2: 0.0257 * np.log(c1 / c2)),
 }
 
 
@@ -142,7 +204,7 @@ def main() -> None:
     with ProcessPoolExecutor(args.jobs) as pool:
         for out in pool.map(run_one, *zip(*runs)):
             exact[out["noise"]] += out["exact"]
-            print(f"{out['law']:18s} noise {out['noise']:<5g} seed {out['seed']}  "
+            print(f"{out['law']:20s} noise {out['noise']:<5g} seed {out['seed']}  "
                   f"{'exact' if out['exact'] else 'not exact':9s}  NMSE {out['nmse']:.2g}  "
                   f"CPU {out['cpu']:5.1f} s  points {out['points']:,}  {out['found']}", flush=True)
     for level in levels:
