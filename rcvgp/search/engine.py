@@ -658,8 +658,8 @@ class Run:
             seen.add(child.tokens)
             init = inherited_constants(ind.expr, ind.fit.constants, child, fresh=np.nan)
             if anew:
-                # The piece's constants scanned for, not its own: a pole's c/(c + t) has
-                # another offset than c/(c + exp(c*t)).
+                # The piece's constants scanned for anew, not kept from its fit: the offset
+                # of a pole c/(c + t) is not that of c/(c + exp(c*t)).
                 init[:, _open_subtree_consts(child)] = np.nan
             drafts.append(_Draft(child, ind.controlled, ind.schedule, self.lab.trials(ind.controlled),
                                  ind.fitness, init, ind.settled))
@@ -667,12 +667,13 @@ class Run:
 
         for ind in seeds:
             g = self.grammar(ind.controlled, ind.settled)
+            pieces = _pieces(g)
             open_ = [i for i in ind.expr.const_positions if not ind.expr.frozen[i]]
             # Each open constant alone, and all of them at once: the variable freed may change
             # several (c/(x2 + c) of a Michaelis-Menten law has S in both), which one at a time
             # does not show, since neither alone fits better.
             for where in [[i] for i in open_] + ([open_] if len(open_) > 1 else []):
-                for piece, kind in _pieces(g):
+                for piece, kind in pieces:
                     child = ind.expr
                     for i in reversed(where):  # from the end: the positions before stay put
                         child = child.replace(i, piece)
