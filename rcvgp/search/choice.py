@@ -296,8 +296,8 @@ def completed_squares(expr: sympy.Expr) -> sympy.Expr:
 def merged_roots(expr: sympy.Expr) -> sympy.Expr:
     """``expr`` with the roots (any one power not whole) of sums in each product taken as one,
     multiplied out: ``1/(sqrt(1 - a*v)*sqrt(1 + a*v))``, as a fit can build a Lorentz factor, is
-    ``1/sqrt(1 - a**2*v**2)``. Equal where the sums are positive (:func:`tidy`'s callers check
-    the law on the data); ``expr`` itself if no product has two such roots."""
+    ``1/sqrt(1 - a**2*v**2)``. Equal where the sums are positive, which the caller checks on
+    the data; ``expr`` itself if no product has two such roots."""
 
     def merged(product: sympy.Mul) -> sympy.Expr:
         groups: dict[sympy.Expr, list[sympy.Expr]] = {}

@@ -507,8 +507,9 @@ class Run:
         (:meth:`_summed`: one least-squares fit, then only the pieces the data need); and each
         open constant, one at a time and all at once, into each small function of each variable
         freed since the freeze: ``c*u(c*x)``, ``c + c*u(c*x)``, ``c*u(c/x)`` and ``c + c*u(c/x)``
-        for every unary operator u and u(v) = v, the pole ``c/(c + x)`` and the saturation
-        ``c*x/(c + x)``, each also with ``c +``. If no single piece fits to the floor, the best of
+        for every unary operator u and u(v) = v (for a power or root u, ``c*u(x)`` and
+        ``c/u(x)``), the pole ``c/(c + x)`` and the saturation ``c*x/(c + x)``, each also with
+        ``c +``. If no single piece fits to the floor, the best of
         a few kinds (each unary operator, none, the pole), and of every kind those that fit best
         for their number of constants, are grown once more the same way (a damped wave needs
         ``exp(c*t)`` and ``cos(c*t)``), and the best tree of each piece without an offset has its
