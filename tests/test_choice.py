@@ -9,8 +9,9 @@ import pytest
 import sympy
 
 from rcvgp.search.choice import (
-    Fitted, as_fractions, choose, collected, completed_squares, expanded, merged_logs, merged_roots,
-    normalized_quotients, pareto_front, predict, refitted, shortened_series, simple_values, snap_constants,
+    Fitted, as_fractions, choose, collected, completed_squares, expanded, factored_polynomials, folded_exponentials,
+    merged_logs, merged_roots, normalized_quotients, pareto_front, predict, refitted, shortened_series, simple_values,
+    snap_constants,
 )
 from rcvgp.tree import Expr
 
@@ -196,8 +197,35 @@ def test_logs_in_a_sum_are_taken_as_one_where_that_is_shorter() -> None:
     assert len(merged.atoms(sympy.log)) == 1 and not merged.has(sympy.Float(np.log(10.0)))
     points = np.random.default_rng(1).uniform(1e-3, 1.0, size=(50, 4))
     np.testing.assert_allclose(predict(merged, [p, b, m0, mf], points), predict(shannon, [p, b, m0, mf], points), rtol=1e-12)
-    for other in (sympy.log(p) + 2, 3 * sympy.log(p) + 1, sympy.log(p) + p):  # none shorter merged
-        assert merged_logs(other) is other
+    nernst = sympy.expand(sympy.Float(0.0257) * (sympy.log(m0) - sympy.log(mf)))  # a number and a sum, distributed
+    assert merged_logs(nernst) == sympy.Float(0.0257) * sympy.log(m0 / mf)
+    for other in (sympy.log(p) + 2, 3 * sympy.log(p) + 1, sympy.log(p) + p, 2 * sympy.log(m0) - 3 * sympy.log(mf)):
+        assert merged_logs(other) is other  # none shorter merged, or no coefficient shared
+
+
+def test_a_factor_of_an_exponential_is_taken_into_its_exponent_for_the_snapping_to_judge() -> None:
+    e, t = sympy.symbols("E t", positive=True)
+    fermi = 1 / (sympy.Float(2.06115e-9) * sympy.exp(40 * e) + 1)
+    folded = folded_exponentials(fermi)
+    assert folded.atoms(sympy.exp) == {sympy.exp(40 * e + sympy.Float(np.log(2.06115e-9)), evaluate=False)}
+    points = np.linspace(0.0, 1.0, 50)[:, None]
+    np.testing.assert_allclose(predict(folded, [e], points), predict(fermi, [e], points), rtol=1e-12)
+    assert snap_constants(folded, lambda f: np.allclose(predict(f, [e], points), predict(fermi, [e], points),
+                                                        rtol=1e-5)) == 1 / (sympy.exp(40 * e - 20) + 1)
+    # A sign stays in front; a float left in an exponent goes back out, as sympy writes it.
+    folded = folded_exponentials(sympy.Float(-54.6) * t * sympy.exp(sympy.Float(-0.8) * t))
+    assert folded.as_coeff_Mul()[0] == -1 and sympy.sympify(str(folded)).as_coeff_Mul()[0] == pytest.approx(-54.6)
+    for other in (2 * sympy.exp(t), sympy.Float(2.5) * sympy.exp(t) * sympy.exp(e), sympy.Float(2.5) * t):
+        assert folded_exponentials(other) == other  # no float in front, two exponentials, none
+
+
+def test_a_polynomial_with_exact_coefficients_is_factored_where_that_is_shorter() -> None:
+    x0, x2, x3 = sympy.symbols("x0 x2 x3", positive=True)
+    response = sympy.Float(0.0111186) * x0**2 * x2**4 / (x2**4 - 2 * x2**2 * x3**2 + x3**4)  # feynman/I.32.17
+    assert factored_polynomials(response) == sympy.Float(0.0111186) * x0**2 * x2**4 / ((x2 - x3) ** 2 * (x2 + x3) ** 2)
+    assert factored_polynomials(sympy.sin(x0) ** 2 + 2 * sympy.sin(x0) + 1) == (sympy.sin(x0) + 1) ** 2
+    for other in (x0**2 + 2 * x0 * x2 + x2**2 + 1, x2**2 - sympy.Float(2.0001) * x2 * x3 + x3**2):
+        assert factored_polynomials(other) is other  # not shorter; a fitted float
 
 
 def test_terms_that_share_a_function_are_collected_where_that_is_shorter() -> None:
@@ -290,3 +318,9 @@ def test_a_quotient_is_divided_through_by_its_denominator_s_constant_term() -> N
     assert normalized_quotients(root, [x0, x1], points[:, :2] + 2) == root
     divided = normalized_quotients(2.5 / sympy.sqrt(4.0 + 2 * x1**2), [x0, x1], points[:, :2])
     assert divided == sympy.Float(1.25) / sympy.sqrt(sympy.Float(0.5) * x1**2 + 1)
+    t = sympy.Symbol("t", positive=True)
+    # A logistic curve at 1% noise: 0.01832454880449191 times its reciprocal is 0.99999999999999989
+    # in sympy's floats, which a refit of the snapping moved with the numerator.
+    logistic = sympy.Float(0.18326444281818732) / (sympy.Float(0.01832454880449191) + sympy.exp(-0.8 * t))
+    denominator = 1 / normalized_quotients(logistic, [t], points[:, :1]).as_coeff_Mul()[1]
+    assert sympy.Integer(1) in denominator.args

@@ -346,6 +346,8 @@ def test_a_logistic_curve_is_found_as_a_pole_of_an_exponential() -> None:
     result = run_search("racing", oracle, SearchConfig(population=20, generations=1, batch=32), seed=0)
     assert is_exact(result.best.sympy_expr, "10/(1 + exp(-0.8*(t - 5)))", variables=spec.variables), \
         result.best.expression
+    # Its factor e**4 is written in the exponent, where it is a simple number: its midpoint, t = 5.
+    assert "exp(4 - 0.8*t)" in result.best.expression
 
 
 def test_a_peak_is_found_as_an_exponential_of_a_shifted_square_and_written_about_its_centre() -> None:

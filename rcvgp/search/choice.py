@@ -32,7 +32,8 @@ from rcvgp.tree import Expr
 __all__ = [
     "MAX_DENOMINATOR", "SAME_FIT", "Fitted", "front_of", "pareto_front", "choose", "best_of", "simple_values",
     "Refit", "snap_constants", "refitted", "shortened_series", "as_fractions", "predict", "expanded",
-    "drop_negligible_terms", "normalized_quotients", "tidy",
+    "drop_negligible_terms", "normalized_quotients", "tidy", "completed_squares", "merged_roots", "collected",
+    "merged_logs", "folded_exponentials", "factored_polynomials",
 ]
 
 #: Largest denominator of the fractions a constant may snap to: halves, thirds and quarters are
@@ -331,26 +332,78 @@ def collected(expr: sympy.Expr) -> sympy.Expr:
 
 
 def merged_logs(expr: sympy.Expr) -> sympy.Expr:
-    """``expr`` with the logs in each sum taken as one where each comes in whole, a number
-    beside them included, where the sum is shorter that way: ``log(m0) - log(mf)`` is
-    ``log(m0/mf)``, ``log(100*P + 0.1) + 2.30259`` is ``log(1000*P + 1)``; ``expr`` itself if
-    no sum is."""
+    """``expr`` with the logs in each sum that share a coefficient (up to sign) taken as one,
+    where each comes in whole (with coefficient 1, a number beside them too), where the sum is
+    shorter that way: ``log(m0) - log(mf)`` is ``log(m0/mf)``, ``0.0257*log(c1) -
+    0.0257*log(c2)`` (sympy's product of a number and a sum) is ``0.0257*log(c1/c2)``,
+    ``log(100*P + 0.1) + 2.30259`` is ``log(1000*P + 1)``; ``expr`` itself if no sum is."""
 
     def merged(total: sympy.Add) -> sympy.Expr:
-        logs = [t for t in total.args if isinstance(t, sympy.log) or (-t).func == sympy.log]
+        groups: dict[sympy.Expr, list[tuple[sympy.Expr, sympy.Expr]]] = {}
+        for t in total.args:
+            k, rest = t.as_coeff_Mul()
+            if isinstance(rest, sympy.log) and k != 0:
+                groups.setdefault(abs(k), []).append((t, rest.args[0] if k > 0 else 1 / rest.args[0]))
         numbers = [t for t in total.args if t.is_Number]
-        if not logs or len(logs) + len(numbers) < 2:
-            return total
-        inside = sympy.Mul(*(t.args[0] if isinstance(t, sympy.log) else 1 / (-t).args[0] for t in logs))
-        if numbers:
-            inside = sympy.expand(sympy.Float(math.exp(float(sympy.Add(*numbers)))) * inside)
-        rest = [t for t in total.args if t not in logs and t not in numbers]
-        out = sympy.Add(*rest, sympy.log(inside))
-        return out if sympy.count_ops(out) < sympy.count_ops(total) else total
+        for k, logs in sorted(groups.items(), key=lambda kv: sympy.default_sort_key(kv[0])):
+            beside = numbers if k == 1 else []
+            if len(logs) + len(beside) < 2:
+                continue
+            inside = sympy.Mul(*(arg for _, arg in logs))
+            if beside:
+                inside = sympy.expand(sympy.Float(math.exp(float(sympy.Add(*beside)))) * inside)
+            taken = {t for t, _ in logs} | set(beside)
+            out = sympy.Add(*(t for t in total.args if t not in taken), k * sympy.log(inside))
+            if sympy.count_ops(out) < sympy.count_ops(total):
+                return out
+        return total
 
     try:
         return expr.replace(lambda e: e.is_Add, merged)
     except (TypeError, ValueError, RecursionError):
+        return expr
+
+
+def folded_exponentials(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with the number in front of each product that holds one exponential taken into
+    its exponent: ``2.06115e-9*exp(40*E)`` is ``exp(40*E - 20.0)``, ``-54.6*t*exp(-0.8*t)`` is
+    ``-t*exp(4.0 - 0.8*t)``. The same function; the caller snaps both forms and keeps the one
+    with fewer floats left: a Fermi function's ``exp(-20)`` and a logistic curve's ``exp(4)``
+    (its midpoint) are simple numbers only as exponents, a Gaussian's height ``2`` only in front.
+    ``expr`` itself if no product has such a number."""
+
+    def folded(product: sympy.Mul) -> sympy.Expr:
+        k, rest = product.as_coeff_Mul()
+        exps = [f for f in sympy.Mul.make_args(rest) if isinstance(f, sympy.exp)]
+        if not isinstance(k, sympy.Float) or k == 0 or len(exps) != 1:
+            return product
+        # Unevaluated: sympy takes a float in an exponent out in front (as a snap that does
+        # not take it to a simple number will, when it puts the float back).
+        inside = sympy.exp(exps[0].args[0] + sympy.Float(math.log(abs(float(k)))), evaluate=False)
+        factors = [inside if f is exps[0] else f for f in sympy.Mul.make_args(rest)]
+        return sympy.Mul(*([-1] if k < 0 else []), *factors, evaluate=False)
+
+    try:
+        return expr.replace(lambda e: e.is_Mul, folded)
+    except (TypeError, ValueError, RecursionError):
+        return expr
+
+
+def factored_polynomials(expr: sympy.Expr, max_ops: int = 60) -> sympy.Expr:
+    """``expr`` with each sum with exact coefficients factored (as a polynomial in its variables
+    and functions) where that is shorter: a resonance's ``x2**4 - 2*x2**2*x3**2 + x3**4`` (as
+    multiplied out to snap) is ``(x2 - x3)**2*(x2 + x3)**2``. Fitted floats are left alone: sympy
+    factors them only approximately. ``expr`` itself if no sum is shorter factored."""
+
+    def factored(total: sympy.Add) -> sympy.Expr:
+        if total.has(sympy.Float) or sympy.count_ops(total) > max_ops:
+            return total
+        out = sympy.factor(total)
+        return out if sympy.count_ops(out) < sympy.count_ops(total) else total
+
+    try:
+        return expr.replace(lambda e: e.is_Add, factored)
+    except (TypeError, ValueError, RecursionError, sympy.PolynomialError):
         return expr
 
 
@@ -489,9 +542,11 @@ def normalized_quotients(
         scale = terms[best].as_coeff_Mul()[0]
         if scale in (0, 1) or (not exponent.is_integer and scale < 0):
             return power
-        # The numbers divided to exactly 1 are Integers, which read as none.
-        inner = sympy.expand(base / scale)
-        inner = inner.xreplace({f: sympy.Integer(1) for f in inner.atoms(sympy.Float) if float(f) == 1.0})
+        # The terms divided to 1 have Integer 1s, which read as none and which no refit of the
+        # snapping moves (a Float 0.99999999999999989, 0.0183245 times its reciprocal, was refitted
+        # along with the numerator, and the scale came back: 2.287/(0.2287 + 12.49*exp(-0.8*t))).
+        inner = sympy.Add(*(t.as_coeff_Mul()[1] if math.isclose(coefficients[i], float(scale), rel_tol=1e-9)
+                            else sympy.expand(t / scale) for i, t in enumerate(terms)))
         return scale**exponent * inner**exponent
 
     try:

@@ -36,8 +36,9 @@ from rcvgp.search.base import (
     Candidate, Progress, ProgressCallback, ScheduleStats, SearchConfig, SearchResult, TestPoints, rounds_not_run,
 )
 from rcvgp.search.choice import (
-    Fitted, best_of, choose, collected, completed_squares, drop_negligible_terms, expanded, front_of, merged_logs,
-    merged_roots, normalized_quotients, pareto_front, predict, refitted, shortened_series, snap_constants, tidy,
+    Fitted, best_of, choose, collected, completed_squares, drop_negligible_terms, expanded, factored_polynomials,
+    folded_exponentials, front_of, merged_logs, merged_roots, normalized_quotients, pareto_front, predict, refitted,
+    shortened_series, snap_constants, tidy,
 )
 from rcvgp.search.fitting import FitJob, Fitter
 from rcvgp.tree import CONST_TOKEN, Expr, arity, is_var, reopened, subtree_end
@@ -1000,10 +1001,17 @@ class Run:
         sd_fit = np.sqrt(var_fit)
         refit = (lambda e, at, free: refitted(e, names, at, free, X_fit, y_fit, sd_fit)) if np.all(sd_fit > 0) else None
         at_floor = self._fits_to_floor(law, val)
-        readable = tidy(snap_constants(raw, snappable, refit) if at_floor else raw)
+        snapped = snap_constants(raw, snappable, refit) if at_floor else raw
+        if at_floor and (folded := folded_exponentials(snapped)) is not snapped:
+            # An exponential's factor that is no simple number may be e to a simple power:
+            # whichever form leaves fewer floats (a Fermi function's exp(40*E - 20)).
+            refolded = snap_constants(folded, snappable, refit)
+            if len(refolded.atoms(sympy.Float)) < len(snapped.atoms(sympy.Float)):
+                snapped = refolded
+        readable = tidy(snapped)
         if not acceptable(readable):
             readable = raw  # a form that evaluates differently (a branch cut, say)
-        for rewrite in (merged_roots, merged_logs, collected):
+        for rewrite in (merged_roots, merged_logs, collected, factored_polynomials):
             if (merged := rewrite(readable)) is not readable and acceptable(merged):  # equal where the data are
                 readable = merged
         on_val = predict(readable, names, X_val)
