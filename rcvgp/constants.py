@@ -16,6 +16,7 @@ import inspect
 import warnings
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -218,16 +219,16 @@ def fit_constants(
     if init is not None:
         theta[:] = np.broadcast_to(np.asarray(init, dtype=float), (K, n_consts))[:, nonlin]
     problem = _Projected(tokens, trials, lin, nonlin)
-    if np.isnan(theta).any():
-        theta = problem.scan(theta)
-    n_evals = 0
     if not nonlin:
         # The tree is affine in its constants: one evaluation solves them.
         end = problem.point(theta, np.zeros((K, len(lin))))
-        losses, linear = end.losses, end.linear
-    elif optimizer == "LM":
-        theta, losses, linear = _levenberg_marquardt(problem, theta, maxiter)
-    else:
+        return FitResult(end.losses, _joined(theta, end.linear, nonlin, lin), problem.n_evals, trials.floor)
+    n_evals = 0
+
+    def optimised(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        nonlocal n_evals
+        if optimizer == "LM":
+            return _levenberg_marquardt(problem, theta, maxiter)
         if optimizer in _GLOBAL:
             # Global optimisers scale badly with dimension: one search per trial.
             for k in range(K):
@@ -237,11 +238,26 @@ def fit_constants(
         else:
             theta = _minimise(problem, theta.ravel(), optimizer, rng, maxiter).reshape(K, len(nonlin))
         end = problem.solved(theta)
-        losses, linear = end.losses, end.linear
-    consts = np.empty((K, n_consts))
+        return theta, end.losses, end.linear
+
+    # Without a start, from where a scan finds the least loss; a shift of a variable from a
+    # second start too, the better fit kept per trial (:meth:`_Projected.starts`).
+    starts = problem.starts(theta) if np.isnan(theta).any() else [theta]
+    theta, losses, linear = optimised(starts[0])
+    for start in starts[1:]:
+        other, other_losses, other_linear = optimised(start)
+        better = other_losses < losses
+        theta, linear = np.where(better[:, None], other, theta), np.where(better[:, None], other_linear, linear)
+        losses = np.where(better, other_losses, losses)
+    return FitResult(losses, _joined(theta, linear, nonlin, lin), n_evals + problem.n_evals, trials.floor)
+
+
+def _joined(theta: np.ndarray, linear: np.ndarray, nonlin: list[int], lin: list[int]) -> np.ndarray:
+    """The constants (K, n_consts) from the nonlinear ones (K, P) and the linear ones (K, p)."""
+    consts = np.empty((len(theta), len(nonlin) + len(lin)))
     consts[:, nonlin] = theta
     consts[:, lin] = linear
-    return FitResult(losses, consts, n_evals + problem.n_evals, trials.floor)
+    return consts
 
 
 def standard_errors(tokens: tuple[str, ...], trials: Trials, constants: np.ndarray) -> np.ndarray:
@@ -330,6 +346,14 @@ class _Point(NamedTuple):
     slope: np.ndarray
 
 
+def _furthest_from_median(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Per row of x, y, mask (K, m): x where y (its valid points) is furthest from its median."""
+    with np.errstate(all="ignore"):
+        median = np.nanmedian(np.where(mask, y, np.nan), axis=1, keepdims=True)
+        far = np.where(mask & np.isfinite(y), np.abs(y - median), -1.0)
+    return x[np.arange(len(x)), np.argmax(far, axis=1)]
+
+
 class _Projected:
     """The objective over the nonlinear constants of all K trials, linear ones projected out.
 
@@ -383,40 +407,94 @@ class _Projected:
             ok &= np.isfinite(losses) & np.isfinite(A).all(axis=(1, 2)) & np.isfinite(linear).all(axis=1)
         return _Point(np.where(ok, losses, np.inf), A, g, linear, slope)
 
+    def starts(self, theta: np.ndarray) -> list[np.ndarray]:
+        """Starts for ``theta`` (K, P) with each NaN column set by a scan (:meth:`scan`); where a
+        NaN column shifts a variable (``c + x``), a second start with it where the readings
+        depart furthest from their median (a peak's centre) while the others are scanned, then
+        scanned itself. Seen with the width at 1.0, a line 2% of the range wide has no centre
+        to find, and its width then fits a pole; and from the centre, a width below the scan's
+        values may fit worse at the start than such a pole, and better at the end."""
+        starts = [self.scan(theta)]
+        shifts = [j for j in self._shifts if np.isnan(theta[:, j]).any()]
+        if shifts:
+            K = theta.shape[0]
+            X, y0, mask, _ = self.trials.scan_copies
+            centred = theta.copy()
+            for j in shifts:
+                v, sign = self._shifts[j]
+                centre = sign * _furthest_from_median(X[:K, :, v], y0[:K], mask[:K])
+                centred[:, j] = np.where(np.isnan(theta[:, j]), centre, theta[:, j])
+            starts.append(self._coordinate_scan(centred, np.isnan(theta), held=shifts))
+        return starts
+
     def scan(self, theta: np.ndarray) -> np.ndarray:
         """``theta`` (K, P) with each NaN column, in turn from the last, set per trial to the
         value of :data:`SCAN_VALUES` where the loss (on a sample of each trial's points, the
-        other columns held, NaN ones at 1.0) is least. One evaluation per column covers every
-        value. The last first: in prefix order that is the innermost, whose value the outer ones
-        depend on (an offset beside exp(c*t) means nothing until the rate is known)."""
+        other columns held, NaN ones at 1.0) is least; then each such column once more, the
+        others as the first pass left them. One evaluation per column covers every value. The
+        last first: in prefix order that is the innermost, whose value the outer ones depend on
+        (an offset beside exp(c*t) means nothing until the rate is known); the second pass finds
+        what the first could not judge with the outer ones at 1.0."""
+        return self._coordinate_scan(theta, np.isnan(theta))
+
+    def _coordinate_scan(self, theta: np.ndarray, unknown: np.ndarray, held: Sequence[int] = ()) -> np.ndarray:
+        """:meth:`scan`'s two passes over the columns with an ``unknown`` (K, P) entry, those
+        with a value in ``theta`` (not NaN) starting there; the ``held`` ones only in the second."""
         K, P = theta.shape
         S = len(SCAN_VALUES)
         X, y0, mask, weight = self.trials.scan_copies
         theta = theta.copy()
-        for j in np.flatnonzero(np.isnan(theta).any(axis=0))[::-1]:
-            unknown = np.isnan(theta[:, j])
+        columns = list(np.flatnonzero(unknown.any(axis=0))[::-1])
+        first = [j for j in columns if j not in held]
+        for j in first + (columns if len(columns) > 1 or held else []):
             candidates = np.where(np.isnan(theta), 1.0, theta)[None].repeat(S, axis=0)
-            candidates[:, unknown, j] = SCAN_VALUES[:, None]
-            consts = np.zeros((S * K, len(self.lin) + P))
-            consts[:, self.nonlin] = candidates.reshape(S * K, P)
-            # The optimiser's program (derivatives for every constant): a new one would cost a compile.
-            pred, grads = evaluate_with_grad(self.tokens, X, consts, self.every)
-            self.n_evals += 1
-            with np.errstate(all="ignore"):
-                M = np.stack([*grads[: len(self.lin)], pred - y0], axis=1)
-                M = np.where(mask[:, None, :], M, 0.0) * weight[:, None, None]
-                ok = np.isfinite(M).all(axis=(1, 2))
-                M[~ok] = 0.0
-                r = M[:, -1]
-                if self.lin:
-                    try:
-                        r = _LeastSquares(M[:, :-1]).fit(r)[1]
-                    except np.linalg.LinAlgError:
-                        ok[:] = False
-                losses = np.where(ok, np.einsum("km,km->k", r, r), np.inf).reshape(S, K)
+            candidates[:, unknown[:, j], j] = SCAN_VALUES[:, None]
+            if not np.isnan(theta[:, j]).any():
+                candidates[0, :, j] = theta[:, j]  # the start it has (in place of 1.0) stays a candidate
+            losses = self._scan_losses(candidates.reshape(S * K, P), X, y0, mask, weight).reshape(S, K)
             best = np.argmin(losses, axis=0)
-            theta[unknown, j] = np.where(np.isfinite(losses[best, np.arange(K)]), SCAN_VALUES[best], 1.0)[unknown]
+            values = candidates[best, np.arange(K), j]
+            theta[unknown[:, j], j] = np.where(np.isfinite(losses[best, np.arange(K)]), values, 1.0)[unknown[:, j]]
         return theta
+
+    @cached_property
+    def _shifts(self) -> dict[int, tuple[int, float]]:
+        """The columns of theta that shift a variable (``c + x``, ``x - c``, ...): column ->
+        (the variable's index, the sign that makes the shift's value the variable's at a zero)."""
+        tokens, out = self.tokens, {}
+        positions = [i for i, t in enumerate(tokens) if t == "c"]
+        column = {positions[k]: j for j, k in enumerate(self.nonlin)}
+        for i, t in enumerate(tokens[:-2]):
+            if t not in ("add", "sub"):
+                continue
+            a, b = i + 1, i + 2
+            if a in column and tokens[b].startswith("x"):  # c + x is 0 at x = -c, c - x at x = c
+                out[column[a]] = (int(tokens[b][1:]), -1.0 if t == "add" else 1.0)
+            elif tokens[a].startswith("x") and b in column:  # x + c at x = -c, x - c at x = c
+                out[column[b]] = (int(tokens[a][1:]), -1.0 if t == "add" else 1.0)
+        return out
+
+    def _scan_losses(self, theta: np.ndarray, X: np.ndarray, y0: np.ndarray, mask: np.ndarray,
+                     weight: np.ndarray) -> np.ndarray:
+        """The loss of each row of ``theta`` (R, P) on the scan sample's rows X (R, m, n), the
+        linear constants solved; inf where not finite."""
+        consts = np.zeros((len(theta), len(self.lin) + theta.shape[1]))
+        consts[:, self.nonlin] = theta
+        # The optimiser's program (derivatives for every constant): a new one would cost a compile.
+        pred, grads = evaluate_with_grad(self.tokens, X, consts, self.every)
+        self.n_evals += 1
+        with np.errstate(all="ignore"):
+            M = np.stack([*grads[: len(self.lin)], pred - y0], axis=1)
+            M = np.where(mask[:, None, :], M, 0.0) * weight[:, None, None]
+            ok = np.isfinite(M).all(axis=(1, 2))
+            M[~ok] = 0.0
+            r = M[:, -1]
+            if self.lin:
+                try:
+                    r = _LeastSquares(M[:, :-1]).fit(r)[1]
+                except np.linalg.LinAlgError:
+                    ok[:] = False
+            return np.where(ok, np.einsum("km,km->k", r, r), np.inf)
 
     def solved(self, theta: np.ndarray) -> _Point:
         """The exact point at ``theta`` (K, P): linear constants solved, Jacobian taken there."""
@@ -530,8 +608,9 @@ def _levenberg_marquardt(
         # Nielsen's damping update: shrink by up to 10x after a step the model predicted well,
         # grow ever faster after failed steps.
         shrink = np.maximum(1 / 10, 1 - (2 * np.minimum(ratio, 1.0) - 1) ** 3)
-        damping = np.where(better, damping * shrink, damping * growth)
-        growth = np.where(better, 2.0, growth * 2.0)
+        with np.errstate(over="ignore"):  # a trial that fails every step: its damping goes to inf, its steps to 0
+            damping = np.where(better, damping * shrink, damping * growth)
+            growth = np.where(better, 2.0, growth * 2.0)
         if better.any():
             theta = np.where(better[:, None], moved, theta)
             linear = np.where(better[:, None], new.linear, linear)

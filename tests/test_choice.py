@@ -176,6 +176,17 @@ def test_a_peak_is_written_about_its_centre() -> None:
     for other in (sympy.exp(sympy.Float(0.3) * x + sympy.Float(0.01) * x**2), 3 * sympy.exp(-x**2 + 2 * x * y),
                   2 * sympy.exp(-((x - 1) ** 2)), x**2 * sympy.exp(-x)):
         assert completed_squares(other) is other
+    # A Lorentzian line as divided through, about its centre: divided through again, it snaps.
+    f = sympy.Symbol("f", positive=True)
+    line = sympy.Float(0.0019992) / (sympy.Float(9.996e-5) * f**2 - sympy.Float(0.019992) * f + 1)
+    written = normalized_quotients(completed_squares(line), [f], points[:, :1] * 10 + 90)
+    np.testing.assert_allclose(predict(written, [f], points[:, :1] * 10 + 90),
+                               predict(line, [f], points[:, :1] * 10 + 90), rtol=1e-9)
+    assert snap_constants(written, lambda e: np.allclose(predict(e, [f], points[:, :1] * 10 + 90),
+                                                         predict(line, [f], points[:, :1] * 10 + 90), rtol=1e-3)) \
+        == 5 / ((f - 100) ** 2 / 4 + 1)
+    for other in (1 / (f**2 - 3 * f + 2), 1 / (f**2 + 1), 1 / (f**2 + f * x + 1)):  # real roots; none to move; two variables
+        assert completed_squares(other) is other
 
 
 def test_roots_of_sums_in_a_product_are_taken_as_one() -> None:

@@ -130,6 +130,18 @@ def test_constants_with_no_start_known_are_scanned_for_from_the_inside_out() -> 
         np.testing.assert_allclose(found.constants, [[10.0 / a, 1.0 / a, r]], rtol=1e-9)
 
 
+def test_a_narrow_line_s_centre_is_started_where_the_readings_peak() -> None:
+    # Lorentzian lines 5/(1 + ((x - x0)/w)**2) as c/(c + (c + x)**2), x in 0.9..1.1, one line
+    # per trial: with the width at 1.0 the blind scan sees no centre, and its width then fits a
+    # pole beside the line; a second start at the highest reading, scanned again, finds each
+    x = np.random.default_rng(4).uniform(0.9, 1.1, size=(3, 256, 1))
+    centre, width = np.array([[0.93], [1.0], [1.027]]), np.array([[0.01], [0.005], [0.02]])
+    found = fit_constants(("div", "c", "add", "c", "n2", "add", "c", "x0"),
+                          Trials(x, 5.0 / (1.0 + ((x[..., 0] - centre) / width) ** 2)))
+    assert np.all(found.losses < 1e-20), found.losses
+    np.testing.assert_allclose(found.constants[:, 2], -centre[:, 0], rtol=1e-9)
+
+
 def test_the_scan_starts_a_frequency_of_many_periods_in_its_basin() -> None:
     # cos(w*x), x in 1..5: w = 3.6 is 14% from the nearest of six values a decade (3.16), which
     # is 2 radians off at x = 5: LM from there ends in another minimum

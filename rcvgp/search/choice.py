@@ -267,28 +267,46 @@ def shortened_series(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], max
 
 def completed_squares(expr: sympy.Expr) -> sympy.Expr:
     """``expr`` with the exponentials of each product merged and each exponent that falls as a
-    quadratic in one variable (number coefficients) written about its vertex, the rest a factor:
-    a fitted Gaussian peak ``7.45331e-6*exp(50*x/3)*exp(-5.55556*x**2)`` reads
-    ``2.0*exp(-5.55556*(x - 1.5)**2)``, its height and centre where a reader looks for them
-    (and where a constant can be snapped). The same function, so ``expr`` as it was if no
-    exponent is such."""
+    quadratic in one variable (number coefficients) written about its vertex, the rest a factor,
+    and so each divisor that is such a quadratic with no real root: a fitted Gaussian peak
+    ``7.45331e-6*exp(50*x/3)*exp(-5.55556*x**2)`` reads ``2.0*exp(-5.55556*(x - 1.5)**2)``, a
+    Lorentzian line ``0.002/(1e-4*f**2 - 0.02*f + 1)`` reads ``0.002/(1e-4*(f - 100)**2 + 4e-4)``
+    (divided through again by the caller), their height, centre and width where a reader looks
+    for them (and where a constant can be snapped). The same function, so ``expr`` as it was if
+    no exponent or divisor is such."""
+
+    def quadratic(e: sympy.Expr) -> tuple[sympy.Symbol, sympy.Expr, sympy.Expr, sympy.Expr] | None:
+        """x, a, b, k of ``e`` = a*x**2 + b*x + k, if it is one, in one variable x."""
+        e = sympy.expand(e)
+        if len(e.free_symbols) != 1:
+            return None
+        (x,) = e.free_symbols
+        poly = e.as_poly(x)
+        if poly is None or poly.degree() != 2 or not all(q.is_number for q in poly.all_coeffs()):
+            return None
+        return (x, *poly.all_coeffs())
 
     def vertex(e: sympy.Expr) -> sympy.Expr:
-        arg = sympy.expand(e.args[0])
-        if len(arg.free_symbols) != 1:
-            return e
-        (x,) = arg.free_symbols
-        poly = arg.as_poly(x)
-        if poly is None or poly.degree() != 2 or not all(q.is_number for q in poly.all_coeffs()):
-            return e
-        a, b, k = poly.all_coeffs()
-        if not a.is_negative:
+        q = quadratic(e.args[0])
+        if q is None or not q[1].is_negative:
             return e  # a peak's; a rising exponent reads better as fitted
+        x, a, b, k = q
         return sympy.exp(a * (x + b / (2 * a)) ** 2) * sympy.exp(k - b**2 / (4 * a))
+
+    def centred(power: sympy.Pow) -> sympy.Expr:
+        q = quadratic(power.base)
+        if q is None:
+            return power
+        x, a, b, k = q
+        least = k - b**2 / (4 * a)
+        if not (a * least).is_positive:
+            return power  # it has real roots: no resonance
+        return (a * (x + b / (2 * a)) ** 2 + least) ** power.exp
 
     try:
         merged = sympy.powsimp(expr, combine="exp")
         rewritten = merged.replace(lambda e: isinstance(e, sympy.exp), vertex)
+        rewritten = rewritten.replace(lambda e: e.is_Pow and e.base.is_Add and e.exp.is_negative, centred)
     except (TypeError, ValueError, RecursionError, sympy.PolynomialError):
         return expr
     return rewritten if rewritten != merged else expr
@@ -545,8 +563,9 @@ def normalized_quotients(
         # The terms divided to 1 have Integer 1s, which read as none and which no refit of the
         # snapping moves (a Float 0.99999999999999989, 0.0183245 times its reciprocal, was refitted
         # along with the numerator, and the scale came back: 2.287/(0.2287 + 12.49*exp(-0.8*t))).
+        # Only the coefficients are divided: a square written about its centre stays one.
         inner = sympy.Add(*(t.as_coeff_Mul()[1] if math.isclose(coefficients[i], float(scale), rel_tol=1e-9)
-                            else sympy.expand(t / scale) for i, t in enumerate(terms)))
+                            else (t.as_coeff_Mul()[0] / scale) * t.as_coeff_Mul()[1] for i, t in enumerate(terms)))
         return scale**exponent * inner**exponent
 
     try:

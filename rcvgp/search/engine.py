@@ -989,8 +989,10 @@ class Run:
         # values would make it look like one.
         raw = drop_negligible_terms(expanded(self.in_units(law.expr.to_sympy(law.constants, names))), names, X_val)
         raw = shortened_series(normalized_quotients(raw, names, X_val), acceptable)
-        if (peaked := completed_squares(raw)) is not raw and acceptable(peaked):
-            raw = peaked
+        if (peaked := completed_squares(raw)) is not raw:
+            peaked = normalized_quotients(peaked, names, X_val)  # a divisor about its centre: 1 + a*(x - x0)**2
+            if acceptable(peaked):
+                raw = peaked
         raw_on_fit, n_floats = predict(raw, names, X_fit), len(raw.atoms(sympy.Float))
 
         def snappable(e: sympy.Expr) -> bool:
