@@ -10,8 +10,8 @@ import sympy
 
 from rcvgp.search.choice import (
     Fitted, as_fractions, choose, collected, completed_squares, expanded, factored_polynomials, folded_exponentials,
-    merged_logs, merged_roots, normalized_quotients, pareto_front, predict, refitted, shortened_series, simple_values,
-    snap_constants,
+    merged_logs, merged_roots, normalized_quotients, over_common_denominators, pareto_front, predict, refitted,
+    shortened_series, simple_values, snap_constants, summed_angles,
 )
 from rcvgp.tree import Expr
 
@@ -245,6 +245,25 @@ def test_terms_that_share_a_function_are_collected_where_that_is_shorter() -> No
     assert collected(t0 * decay + ta - ta * decay) == ta + (t0 - ta) * decay
     for other in (t0 * decay + ta, t0 * sympy.sin(t) + ta * sympy.cos(t), t0 + ta):
         assert collected(other) is other
+
+
+def test_terms_over_one_denominator_are_written_over_it_once_where_that_is_shorter() -> None:
+    x0, x1, x2, x3, x4 = sympy.symbols("x0:5", positive=True)
+    # livermore2/Vars5-9 as multiplied out to snap
+    assert over_common_denominators(x0 * (x0 / (x1 * x3 + x4) + x1 / (x1 * x3 + x4) + x2)) \
+        == x0 * (x2 + (x0 + x1) / (x1 * x3 + x4))
+    shared = sympy.Float(0.27) * x1 * (x0 + 1) / (x1 + x3)  # their common factor taken out
+    assert over_common_denominators(sympy.expand(shared) + x4) == shared + x4
+    for other in (1 / x0 + 1 / x1, sympy.sqrt(x0) / sympy.sqrt(x1) + x0, x0 / (x1 + 1) + 2):
+        assert over_common_denominators(other) is other
+
+
+def test_products_of_sines_and_cosines_of_a_sum_are_written_as_one() -> None:
+    x0, x2, x3 = sympy.symbols("x0 x2 x3", positive=True)
+    a = sympy.Float(4.03) * x2
+    assert summed_angles(x0 + sympy.sin(a) * sympy.sin(x3) - sympy.cos(a) * sympy.cos(x3)) == x0 - sympy.cos(a + x3)
+    for other in (sympy.sin(x0) * sympy.cos(x2) + x3, sympy.Float(0.8) * sympy.sin(x0) - sympy.Float(0.59) * sympy.cos(x0)):
+        assert summed_angles(other) is other
 
 
 def test_refitting_leaves_constants_as_given_where_the_fit_cannot_improve_them() -> None:

@@ -33,7 +33,8 @@ __all__ = [
     "MAX_DENOMINATOR", "SAME_FIT", "Fitted", "front_of", "pareto_front", "choose", "best_of", "simple_values",
     "Refit", "snap_constants", "refitted", "shortened_series", "as_fractions", "predict", "expanded",
     "drop_negligible_terms", "normalized_quotients", "tidy", "completed_squares", "merged_roots", "collected",
-    "merged_logs", "folded_exponentials", "factored_polynomials",
+    "merged_logs", "folded_exponentials", "factored_polynomials", "over_common_denominators",
+    "summed_angles",
 ]
 
 #: Largest denominator of the fractions a constant may snap to: halves, thirds and quarters are
@@ -344,6 +345,47 @@ def collected(expr: sympy.Expr) -> sympy.Expr:
         return expr
     try:
         out = sympy.collect(expr, functions)
+    except (TypeError, ValueError, RecursionError):
+        return expr
+    return out if sympy.count_ops(out) < sympy.count_ops(expr) else expr
+
+
+def over_common_denominators(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with the terms of each sum that share a denominator written over it once, their
+    common factors taken out, where that is shorter: ``x0/(x1*x3 + x4) + x1/(x1*x3 + x4)`` (as
+    multiplied out to snap) is ``(x0 + x1)/(x1*x3 + x4)``; ``expr`` itself if no sum is."""
+
+    def joined(total: sympy.Add) -> sympy.Expr:
+        groups: dict[sympy.Expr, list[sympy.Expr]] = {}
+        for t in total.args:
+            numerator, denominator = sympy.fraction(t)
+            if not denominator.is_number:
+                groups.setdefault(denominator, []).append(t)
+        out = total
+        for denominator, terms in groups.items():
+            if len(terms) < 2:
+                continue
+            numerators = sympy.Add(*(sympy.fraction(t)[0] for t in terms))
+            trial = sympy.Add(*(t for t in out.args if t not in terms), sympy.factor_terms(numerators) / denominator)
+            if sympy.count_ops(trial) < sympy.count_ops(out):
+                out = trial
+        return out
+
+    try:
+        return expr.replace(lambda e: e.is_Add, joined)
+    except (TypeError, ValueError, RecursionError):
+        return expr
+
+
+def summed_angles(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with each pair of products of sines and cosines that is a sine or cosine of a
+    sum written as one, where that is shorter: ``sin(4.03*x2)*sin(x3) - cos(4.03*x2)*cos(x3)``
+    (as multiplied out to snap, livermore2/Vars5-13) is ``-cos(4.03*x2 + x3)``; ``expr`` itself
+    if none is."""
+    from sympy.simplify.fu import TR10i
+
+    try:
+        out = TR10i(expr)
     except (TypeError, ValueError, RecursionError):
         return expr
     return out if sympy.count_ops(out) < sympy.count_ops(expr) else expr
