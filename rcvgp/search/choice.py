@@ -355,26 +355,14 @@ def over_common_denominators(expr: sympy.Expr) -> sympy.Expr:
     common factors taken out, where that is shorter: ``x0/(x1*x3 + x4) + x1/(x1*x3 + x4)`` (as
     multiplied out to snap) is ``(x0 + x1)/(x1*x3 + x4)``; ``expr`` itself if no sum is."""
 
-    def joined(total: sympy.Add) -> sympy.Expr:
-        groups: dict[sympy.Expr, list[sympy.Expr]] = {}
-        for t in total.args:
-            numerator, denominator = sympy.fraction(t)
-            if not denominator.is_number:
-                groups.setdefault(denominator, []).append(t)
-        out = total
-        for denominator, terms in groups.items():
-            if len(terms) < 2:
-                continue
-            numerators = sympy.Add(*(sympy.fraction(t)[0] for t in terms))
-            trial = sympy.Add(*(t for t in out.args if t not in terms), sympy.factor_terms(numerators) / denominator)
-            if sympy.count_ops(trial) < sympy.count_ops(out):
-                out = trial
-        return out
+    def denominator(t: sympy.Expr) -> sympy.Expr | None:
+        d = sympy.fraction(t)[1]
+        return None if d.is_number else d
 
-    try:
-        return expr.replace(lambda e: e.is_Add, joined)
-    except (TypeError, ValueError, RecursionError):
-        return expr
+    def joined(d: sympy.Expr, terms: list[sympy.Expr]) -> sympy.Expr:
+        return sympy.factor_terms(sympy.Add(*(sympy.fraction(t)[0] for t in terms))) / d
+
+    return _merged_in_sums(expr, denominator, joined)
 
 
 def summed_angles(expr: sympy.Expr) -> sympy.Expr:
@@ -392,34 +380,50 @@ def summed_angles(expr: sympy.Expr) -> sympy.Expr:
 
 
 def merged_logs(expr: sympy.Expr) -> sympy.Expr:
-    """``expr`` with the logs in each sum that share a coefficient (up to sign) taken as one,
-    where each comes in whole (with coefficient 1, a number beside them too), where the sum is
-    shorter that way: ``log(m0) - log(mf)`` is ``log(m0/mf)``, ``0.0257*log(c1) -
-    0.0257*log(c2)`` (sympy's product of a number and a sum) is ``0.0257*log(c1/c2)``,
-    ``log(100*P + 0.1) + 2.30259`` is ``log(1000*P + 1)``; ``expr`` itself if no sum is."""
+    """``expr`` with the logs in each sum that share a coefficient (up to sign) taken as one
+    (with coefficient 1, a number beside them too), where the sum is shorter that way:
+    ``log(m0) - log(mf)`` is ``log(m0/mf)``, ``0.0257*log(c1) - 0.0257*log(c2)`` (sympy's
+    product of a number and a sum) is ``0.0257*log(c1/c2)``, ``log(100*P + 0.1) + 2.30259`` is
+    ``log(1000*P + 1)``; ``expr`` itself if no sum is."""
 
-    def merged(total: sympy.Add) -> sympy.Expr:
-        groups: dict[sympy.Expr, list[tuple[sympy.Expr, sympy.Expr]]] = {}
+    def coefficient(t: sympy.Expr) -> sympy.Expr | None:
+        if t.is_Number:
+            return sympy.Integer(1)  # beside logs of coefficient 1: the log of its exponential
+        k, rest = t.as_coeff_Mul()
+        return abs(k) if isinstance(rest, sympy.log) and k != 0 else None
+
+    def merged(k: sympy.Expr, terms: list[sympy.Expr]) -> sympy.Expr:
+        inside = sympy.Mul(*(t.as_coeff_Mul()[1].args[0] ** sympy.sign(t.as_coeff_Mul()[0])
+                             for t in terms if not t.is_Number))
+        numbers = [t for t in terms if t.is_Number]
+        if numbers:
+            inside = sympy.expand(sympy.Float(math.exp(float(sympy.Add(*numbers)))) * inside)
+        return k * sympy.log(inside)
+
+    return _merged_in_sums(expr, coefficient, merged)
+
+
+def _merged_in_sums(expr: sympy.Expr, key: Callable[[sympy.Expr], sympy.Expr | None],
+                    merged: Callable[[sympy.Expr, list[sympy.Expr]], sympy.Expr]) -> sympy.Expr:
+    """``expr`` with, in each sum, the two or more terms of each ``key`` (None: no key) replaced
+    by ``merged(key, terms)`` where the sum is shorter that way."""
+
+    def rewritten(total: sympy.Add) -> sympy.Expr:
+        groups: dict[sympy.Expr, list[sympy.Expr]] = {}
         for t in total.args:
-            k, rest = t.as_coeff_Mul()
-            if isinstance(rest, sympy.log) and k != 0:
-                groups.setdefault(abs(k), []).append((t, rest.args[0] if k > 0 else 1 / rest.args[0]))
-        numbers = [t for t in total.args if t.is_Number]
-        for k, logs in sorted(groups.items(), key=lambda kv: sympy.default_sort_key(kv[0])):
-            beside = numbers if k == 1 else []
-            if len(logs) + len(beside) < 2:
+            if (k := key(t)) is not None:
+                groups.setdefault(k, []).append(t)
+        out = total
+        for k, terms in groups.items():
+            if len(terms) < 2:
                 continue
-            inside = sympy.Mul(*(arg for _, arg in logs))
-            if beside:
-                inside = sympy.expand(sympy.Float(math.exp(float(sympy.Add(*beside)))) * inside)
-            taken = {t for t, _ in logs} | set(beside)
-            out = sympy.Add(*(t for t in total.args if t not in taken), k * sympy.log(inside))
-            if sympy.count_ops(out) < sympy.count_ops(total):
-                return out
-        return total
+            trial = sympy.Add(*(t for t in out.args if t not in terms), merged(k, terms))
+            if sympy.count_ops(trial) < sympy.count_ops(out):
+                out = trial
+        return out
 
     try:
-        return expr.replace(lambda e: e.is_Add, merged)
+        return expr.replace(lambda e: e.is_Add, rewritten)
     except (TypeError, ValueError, RecursionError):
         return expr
 
