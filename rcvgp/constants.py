@@ -424,37 +424,41 @@ class _Projected:
                 v, sign = self._shifts[j]
                 centre = sign * _furthest_from_median(X[:K, :, v], y0[:K], mask[:K])
                 centred[:, j] = np.where(np.isnan(theta[:, j]), centre, theta[:, j])
-            starts.append(self._coordinate_scan(centred, np.isnan(theta), held=shifts))
+            others = [j for j in self._scanned(theta) if j not in shifts]
+            starts.append(self._scanned_columns(self._scanned_columns(centred, others, theta), shifts, theta))
         return starts
 
     def scan(self, theta: np.ndarray) -> np.ndarray:
         """``theta`` (K, P) with each NaN column, in turn from the last, set per trial to the
         value of :data:`SCAN_VALUES` where the loss (on a sample of each trial's points, the
-        other columns held, NaN ones at 1.0) is least; then each such column once more, the
-        others as the first pass left them. One evaluation per column covers every value. The
-        last first: in prefix order that is the innermost, whose value the outer ones depend on
-        (an offset beside exp(c*t) means nothing until the rate is known); the second pass finds
-        what the first could not judge with the outer ones at 1.0."""
-        return self._coordinate_scan(theta, np.isnan(theta))
+        other columns held, NaN ones at 1.0) is least. One evaluation per column covers every
+        value. The last first: in prefix order that is the innermost, whose value the outer ones
+        depend on (an offset beside exp(c*t) means nothing until the rate is known)."""
+        return self._scanned_columns(theta, self._scanned(theta), theta)
 
-    def _coordinate_scan(self, theta: np.ndarray, unknown: np.ndarray, held: Sequence[int] = ()) -> np.ndarray:
-        """:meth:`scan`'s two passes over the columns with an ``unknown`` (K, P) entry, those
-        with a value in ``theta`` (not NaN) starting there; the ``held`` ones only in the second."""
+    @staticmethod
+    def _scanned(theta: np.ndarray) -> list[int]:
+        """The columns of ``theta`` with a NaN, in the order a scan takes them: the last first."""
+        return list(np.flatnonzero(np.isnan(theta).any(axis=0))[::-1])
+
+    def _scanned_columns(self, theta: np.ndarray, columns: Sequence[int], unknown: np.ndarray) -> np.ndarray:
+        """``theta`` with each of ``columns`` in turn set where ``unknown`` (the theta the scan
+        began with) is NaN to the value that fits best, per trial, among :data:`SCAN_VALUES`
+        and the value it has (if any), the others held (NaN ones at 1.0)."""
         K, P = theta.shape
         S = len(SCAN_VALUES)
         X, y0, mask, weight = self.trials.scan_copies
         theta = theta.copy()
-        columns = list(np.flatnonzero(unknown.any(axis=0))[::-1])
-        first = [j for j in columns if j not in held]
-        for j in first + (columns if len(columns) > 1 or held else []):
+        for j in columns:
+            todo = np.isnan(unknown[:, j])
             candidates = np.where(np.isnan(theta), 1.0, theta)[None].repeat(S, axis=0)
-            candidates[:, unknown[:, j], j] = SCAN_VALUES[:, None]
+            candidates[:, todo, j] = SCAN_VALUES[:, None]
             if not np.isnan(theta[:, j]).any():
-                candidates[0, :, j] = theta[:, j]  # the start it has (in place of 1.0) stays a candidate
+                candidates[0, :, j] = theta[:, j]  # the value it has (in place of 1.0) stays a candidate
             losses = self._scan_losses(candidates.reshape(S * K, P), X, y0, mask, weight).reshape(S, K)
             best = np.argmin(losses, axis=0)
             values = candidates[best, np.arange(K), j]
-            theta[unknown[:, j], j] = np.where(np.isfinite(losses[best, np.arange(K)]), values, 1.0)[unknown[:, j]]
+            theta[todo, j] = np.where(np.isfinite(losses[best, np.arange(K)]), values, 1.0)[todo]
         return theta
 
     @cached_property
