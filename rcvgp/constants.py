@@ -347,10 +347,13 @@ class _Point(NamedTuple):
 
 
 def _furthest_from_median(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Per row of x, y, mask (K, m): x where y (its valid points) is furthest from its median."""
-    with np.errstate(all="ignore"):
-        median = np.nanmedian(np.where(mask, y, np.nan), axis=1, keepdims=True)
-        far = np.where(mask & np.isfinite(y), np.abs(y - median), -1.0)
+    """Per row of x, y, mask (K, m): x where y (its valid points) is furthest from its median;
+    any x of a row with none."""
+    valid = mask & np.isfinite(y)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a row with no valid reading has no median
+        median = np.nanmedian(np.where(valid, y, np.nan), axis=1, keepdims=True)
+        far = np.where(valid, np.abs(y - median), -1.0)
     return x[np.arange(len(x)), np.argmax(far, axis=1)]
 
 
