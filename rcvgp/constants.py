@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import inspect
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
