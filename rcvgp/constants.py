@@ -444,8 +444,8 @@ class _Projected:
         """The columns of ``theta`` with a NaN, in the order a scan takes them: the last first."""
         return list(np.flatnonzero(np.isnan(theta).any(axis=0))[::-1])
 
-    def _scanned_columns(self, theta: np.ndarray, columns: Sequence[int], unknown: np.ndarray) -> np.ndarray:
-        """``theta`` with each of ``columns`` in turn set where ``unknown`` (the theta the scan
+    def _scanned_columns(self, theta: np.ndarray, columns: Sequence[int], began: np.ndarray) -> np.ndarray:
+        """``theta`` with each of ``columns`` in turn set where ``began`` (the theta the scan
         began with) is NaN to the value that fits best, per trial, among :data:`SCAN_VALUES`
         and the value it has (if any), the others held (NaN ones at 1.0)."""
         K, P = theta.shape
@@ -453,7 +453,7 @@ class _Projected:
         X, y0, mask, weight = self.trials.scan_copies
         theta = theta.copy()
         for j in columns:
-            todo = np.isnan(unknown[:, j])
+            todo = np.isnan(began[:, j])
             candidates = np.where(np.isnan(theta), 1.0, theta)[None].repeat(S, axis=0)
             candidates[:, todo, j] = SCAN_VALUES[:, None]
             if not np.isnan(theta[:, j]).any():

@@ -393,9 +393,9 @@ def merged_logs(expr: sympy.Expr) -> sympy.Expr:
         return abs(k) if isinstance(rest, sympy.log) and k != 0 else None
 
     def merged(k: sympy.Expr, terms: list[sympy.Expr]) -> sympy.Expr:
-        inside = sympy.Mul(*(t.as_coeff_Mul()[1].args[0] ** sympy.sign(t.as_coeff_Mul()[0])
-                             for t in terms if not t.is_Number))
         numbers = [t for t in terms if t.is_Number]
+        logs = [t.as_coeff_Mul() for t in terms if not t.is_Number]
+        inside = sympy.Mul(*(log.args[0] ** sympy.sign(c) for c, log in logs))
         if numbers:
             inside = sympy.expand(sympy.Float(math.exp(float(sympy.Add(*numbers)))) * inside)
         return k * sympy.log(inside)
@@ -438,13 +438,14 @@ def folded_exponentials(expr: sympy.Expr) -> sympy.Expr:
 
     def folded(product: sympy.Mul) -> sympy.Expr:
         k, rest = product.as_coeff_Mul()
-        exps = [f for f in sympy.Mul.make_args(rest) if isinstance(f, sympy.exp)]
+        factors = sympy.Mul.make_args(rest)
+        exps = [f for f in factors if isinstance(f, sympy.exp)]
         if not isinstance(k, sympy.Float) or k == 0 or len(exps) != 1:
             return product
         # Unevaluated: sympy takes a float in an exponent out in front (as a snap that does
         # not take it to a simple number will, when it puts the float back).
         inside = sympy.exp(exps[0].args[0] + sympy.Float(math.log(abs(float(k)))), evaluate=False)
-        factors = [inside if f is exps[0] else f for f in sympy.Mul.make_args(rest)]
+        factors = tuple(inside if f is exps[0] else f for f in factors)
         return sympy.Mul(*([-1] if k < 0 else []), *factors, evaluate=False)
 
     try:
@@ -610,8 +611,9 @@ def normalized_quotients(
         # snapping moves (a Float 0.99999999999999989, 0.0183245 times its reciprocal, was refitted
         # along with the numerator, and the scale came back: 2.287/(0.2287 + 12.49*exp(-0.8*t))).
         # Only the coefficients are divided: a square written about its centre stays one.
-        inner = sympy.Add(*(t.as_coeff_Mul()[1] if math.isclose(coefficients[i], float(scale), rel_tol=1e-9)
-                            else (t.as_coeff_Mul()[0] / scale) * t.as_coeff_Mul()[1] for i, t in enumerate(terms)))
+        split = [t.as_coeff_Mul() for t in terms]
+        inner = sympy.Add(*(rest if math.isclose(float(k), float(scale), rel_tol=1e-9) else (k / scale) * rest
+                            for k, rest in split))
         return scale**exponent * inner**exponent
 
     try:
