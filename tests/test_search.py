@@ -841,6 +841,23 @@ def test_a_noisy_law_gets_its_constants_from_more_points() -> None:
     assert noiseless[0].points_measured == noiseless[1].points_measured
 
 
+def test_an_offset_too_small_for_the_search_s_readings_is_found_in_the_final_ones() -> None:
+    """An offset of 0.02 under noise of 0.2 is lost in the 64 readings of a generation, but
+    not in the final fit's 8256: the law gains it, rather than a slope that absorbs it
+    (2.00368*x1) or nothing. A law with no offset gains none."""
+
+    def found(offset: float) -> sympy.Expr:
+        rng = np.random.default_rng(5)
+        oracle = CallableOracle(lambda X: X[:, 0] + 2 * X[:, 1] + offset + 0.2 * rng.standard_normal(len(X)), PLANE)
+        return sympy.sympify(run_search("gp", oracle, PLANE_CONFIG.replace(refit_points=8192), seed=0).best.expression)
+
+    x0, x1 = sympy.symbols("x0 x1")
+    shifted = found(0.02)
+    assert shifted.diff(x0) == 1 and shifted.diff(x1) == 2
+    assert 0.015 < float(shifted - x0 - 2 * x1) < 0.03
+    assert found(0.0) == x0 + 2 * x1
+
+
 def test_the_law_s_constants_are_measured_to_the_precision_asked_for() -> None:
     """Once the law is chosen, the search measures as many more points as bring its constants'
     relative standard errors to `precision` (at most `precision_points`), and says how precise

@@ -963,6 +963,8 @@ class Run:
             fit_data = lab.with_more_points(fit_data, more)
             front = [self._fitted(f.expr, f.constants, f.schedule, fit_data, val) if i in (index, most_accurate) else f
                      for i, f in enumerate(front)]
+        if is_law and not lab.noise.zero:
+            front[index] = self._with_offset(front[index], fit_data, val)
         law = front[index]
         # From here on, the oracle's units.
         names = self.symbols()
@@ -1062,6 +1064,21 @@ class Run:
         se = standard_errors(law.expr.tokens, data, law.constants)
         told = value > Z * se
         return float(np.max(se[told] / value[told])) if told.any() else None
+
+    def _with_offset(self, law: Fitted, data: Trials, val: Trials) -> Fitted:
+        """``law`` plus a constant where ``data`` rule out its readings having none: an
+        instrument's zero, or a term too small for a round's noisy readings to show, which the
+        law's other constants would otherwise absorb (``0.401*cos(x0)`` for ``0.3979*cos(x0) +
+        0.0068`` at 1% noise). A law that holds an offset already gains nothing from another.
+        Noiseless readings need no such test: the search sees any offset itself."""
+        shifted = self._fitted(Expr(("add", CONST_TOKEN) + law.expr.tokens), np.r_[0.0, law.constants],
+                               law.schedule, data, val)
+        X, y = data.X[0], data.y[0]
+        assert self.lab.noise is not None
+        noise = self.lab.noise.variance(y)
+        without = evaluate(law.expr.tokens, X, law.constants)
+        with_ = evaluate(shifted.expr.tokens, X, shifted.constants)
+        return law if consistent(y, without, with_, noise, restrictions=1) else shifted
 
     def _points_for_precision(self, law: Fitted, data: Trials) -> int:
         """How many more points bring the law's constants to ``precision`` (relative standard
