@@ -26,7 +26,7 @@ from rcvgp.evaluate import compile_tree, evaluate, evaluate_with_grad
 from rcvgp.metrics import scaled_moments
 from rcvgp.noisefloor import EXACT_LOSS, Floor, floor_levels
 
-__all__ = ["Trials", "FitResult", "fit_constants", "linear_constants", "standard_errors", "BAD_LOSS",
+__all__ = ["Trials", "FitResult", "fit_constants", "linear_constants", "standard_errors", "gauss_newton_errors", "BAD_LOSS",
            "STOCHASTIC_OPTIMIZERS"]
 
 #: Loss given to a prediction that is NaN or infinite anywhere: it never looks good.
@@ -273,13 +273,21 @@ def standard_errors(tokens: tuple[str, ...], trials: Trials, constants: np.ndarr
         return np.zeros(len(consts))
     mask = trials.mask[0]
     _, grads = evaluate_with_grad(tuple(tokens), trials.X[0], consts, range(len(consts)))
-    var = trials.noise_var[0][mask]
+    return gauss_newton_errors(np.column_stack([g[mask] for g in grads]), trials.noise_var[0][mask], consts)
+
+
+def gauss_newton_errors(jacobian: np.ndarray, noise_var: np.ndarray, constants: np.ndarray) -> np.ndarray:
+    """The standard errors of ``constants`` from the model's derivatives w.r.t. them at each
+    reading (``jacobian``, (n_points, n_consts)) and each reading's noise variance: the
+    diagonal of ``(J' W J)^-1``; inf for a constant the readings do not pin."""
+    consts = np.asarray(constants, dtype=float).ravel()
+    var = np.asarray(noise_var, dtype=float)
     # A reading of zero under purely relative noise has no variance: weigh it as the least noisy others.
     var = np.maximum(var, 1e-12 * float(var.mean()) or np.finfo(float).tiny)
     # Columns per relative change of each constant, so that "not pinned" does not depend on
     # their scales (1e-4 * 2e4 * x0 trades its two constants off whatever their sizes).
     scale = np.where(consts != 0, np.abs(consts), 1.0)
-    J = np.column_stack([g[mask] for g in grads]) * scale / np.sqrt(var)[:, None]
+    J = np.asarray(jacobian, dtype=float) * scale / np.sqrt(var)[:, None]
     if not np.isfinite(J).all():
         return np.full(len(consts), np.inf)
     _, s, vt = np.linalg.svd(J, full_matrices=False)

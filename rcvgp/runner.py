@@ -32,7 +32,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -542,9 +542,7 @@ def format_summary(data: dict[str, Any]) -> str:
     noise = _noise_text(data.get("noise"), data.get("output_unit") or "")
     if noise:
         lines.append(f"  noise        {noise}")
-    if data.get("constants_error") is not None:
-        lines.append(f"  constants    to {100 * float(data['constants_error']):.2g}% (the largest relative standard "
-                     f"error the noise leaves)")
+    lines.extend(_constants_lines(data.get("constants") or [], data.get("constants_error")))
     schedule = data.get("schedule") or []
     if schedule:
         lines.append("  schedule     " + _schedule_text(schedule))
@@ -748,6 +746,24 @@ def _on_names(expr: Any, names: list[str]) -> Any:
         if text not in names and text.startswith("x") and text[1:].isdigit() and int(text[1:]) < len(names):
             swap[sym] = sympy.Symbol(names[int(text[1:])])
     return expr.xreplace(swap) if swap else expr
+
+
+def _constants_lines(constants: Sequence[Mapping[str, Any]], largest: float | None) -> list[str]:
+    """The summary's lines on the law's constants: each with its standard error (wrapped), and
+    the largest relative one."""
+    precision = [] if largest is None else [
+        f"the largest relative standard error the noise leaves: {100 * float(largest):.2g}%"]
+    items = [f"{c['value']:.6g} +/- {c['standard_error']:.2g}" if c.get("standard_error") is not None
+             else f"{c['value']:.6g} (not pinned by the readings)" for c in constants]
+    rows: list[str] = []
+    for item in items:
+        if rows and len(rows[-1]) + len(item) < _FRONT_WIDTH:
+            rows[-1] += f", {item}"
+        else:
+            rows.append(item)
+    rows = [row + ("," if i < len(rows) - 1 else "") for i, row in enumerate(rows)]
+    rows += [f"({text})" if items else text for text in precision]
+    return [f"  {'constants' if i == 0 else '':<11}  {row}" for i, row in enumerate(rows)]
 
 
 def _pretty(expr: Any, fallback: str) -> str:

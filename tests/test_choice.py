@@ -9,6 +9,7 @@ import pytest
 import sympy
 
 from rcvgp.search.choice import (
+    constant_errors,
     Fitted, as_fractions, choose, collected, completed_squares, expanded, factored_polynomials, folded_exponentials,
     merged_logs, merged_roots, normalized_quotients, over_common_denominators, pareto_front, predict, refitted,
     shortened_series, simple_values, snap_constants, summed_angles,
@@ -81,6 +82,24 @@ def test_simple_values_go_from_zero_to_the_whole_number_and_quarters_of_the_valu
     # a million or more reads as a float: 7.25e+22, not 72500000000000000000000
     assert simple_values(7.2499e22) == [0, sympy.Float(7e22), sympy.Float(7.25e22)]
     assert str(simple_values(7.2499e22)[-1] * sympy.Symbol("x")) == "7.25e+22*x"
+
+
+def test_each_float_of_a_law_gets_the_standard_error_its_readings_leave() -> None:
+    """A line's slope and intercept get the textbook errors, in the order the law is written;
+    a snapped (exact) number has none; a float the readings cannot tell from another gets inf."""
+    x = sympy.Symbol("x")
+    X = np.random.default_rng(0).uniform(0.0, 10.0, (1000, 1))
+    var = np.full(1000, 0.3**2)
+    spread = float(((X[:, 0] - X[:, 0].mean()) ** 2).sum())
+    slope_se, intercept_se = 0.3 / np.sqrt(spread), 0.3 * np.sqrt(1e-3 + X[:, 0].mean() ** 2 / spread)
+    (v1, e1), (v2, e2) = constant_errors(sympy.Float(1.5) * x + sympy.Float(0.25), [x], X, var)
+    assert (v1, v2) == (1.5, 0.25)
+    assert e1 == pytest.approx(slope_se, rel=1e-9) and e2 == pytest.approx(intercept_se, rel=1e-9)
+    assert constant_errors(sympy.Rational(3, 2) * x + sympy.Float(0.25), [x], X, var) == ((0.25, pytest.approx(
+        0.3 / np.sqrt(1000), rel=1e-9)),)
+    assert constant_errors(3 * x, [x], X, var) == ()
+    traded = constant_errors(sympy.log(sympy.Float(2.0) * x) + sympy.Float(0.5), [x], X, var)
+    assert [e for _, e in traded] == [np.inf, np.inf]  # only log(2) + 0.5 is told
 
 
 def test_snapping_replaces_constants_within_noise_and_keeps_the_rest() -> None:

@@ -214,6 +214,10 @@ def test_summary_names_the_noise_the_front_and_the_rounds_a_stop_left_out():
     assert "(1 simpler and 3 more complex in result.json, equations)" in text
     declared = format_summary({**data, "noise": {"absolute": 0.0, "relative": 0.0, "source": "declared"}})
     assert "none (declared)" in declared
+    measured = format_summary({**data, "constants_error": 0.0012, "constants": [
+        {"value": 0.78331129, "standard_error": 0.00081234}, {"value": 2.5, "standard_error": None}]})
+    assert ("  constants    0.783311 +/- 0.00081, 2.5 (not pinned by the readings)\n"
+            "               (the largest relative standard error the noise leaves: 0.12%)") in measured
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])

@@ -884,3 +884,8 @@ def test_the_law_s_constants_are_measured_to_the_precision_asked_for() -> None:
     approximate = [run(0.2, precision=p, operators=("add",)) for p in (1e-5, 1.0)]
     assert approximate[0].nmse_test > 1e-3 and approximate[0].points_measured == approximate[1].points_measured
     assert SearchResult.from_dict(fine.to_dict()).constants_error == fine.constants_error
+    # each float of the law as written, with its standard error: here the slope alone
+    ((value, error),) = fine.constants
+    assert value == pytest.approx(1.2345, abs=4 * error) and error == pytest.approx(value * fine.constants_error, rel=0.05)
+    assert SearchResult.from_dict(fine.to_dict()).constants == fine.constants
+    assert noiseless.constants is None

@@ -263,6 +263,9 @@ class SearchResult:
     #: the largest relative standard error of the law's constants as fitted, from the noise (None
     #: without noise, or when the law has no constant the data tell from zero)
     constants_error: float | None = None
+    #: each float of the law as written, with its standard error from the noise (inf where the
+    #: readings do not pin it); None without noise
+    constants: tuple[tuple[float, float], ...] | None = None
 
     @property
     def rounds_not_run(self) -> list[int]:
@@ -353,6 +356,8 @@ class SearchResult:
             "rounds_not_run": self.rounds_not_run,
             "noise": self.noise.to_dict(),
             "constants_error": self.constants_error,
+            "constants": None if self.constants is None else [
+                {"value": v, "standard_error": e if math.isfinite(e) else None} for v, e in self.constants],
             "equations": [c.to_dict() for c in self.equations],
             "config": asdict(self.config),
         }
@@ -399,6 +404,9 @@ class SearchResult:
                 rounds=(done, done + len(data.get("rounds_not_run") or ())),
                 variables=names,
                 constants_error=None if data.get("constants_error") is None else float(data["constants_error"]),
+                constants=None if data.get("constants") is None else tuple(
+                    (float(c["value"]), math.inf if c.get("standard_error") is None else float(c["standard_error"]))
+                    for c in data["constants"]),
             )
         except KeyError as exc:
             raise ConfigError(f"`{exc.args[0]}` is missing") from None

@@ -34,7 +34,7 @@ __all__ = [
     "Refit", "snap_constants", "refitted", "shortened_series", "as_fractions", "predict", "expanded",
     "drop_negligible_terms", "normalized_quotients", "tidy", "completed_squares", "merged_roots", "collected",
     "merged_logs", "folded_exponentials", "factored_polynomials", "over_common_denominators",
-    "summed_angles",
+    "summed_angles", "constant_errors",
 ]
 
 #: Largest denominator of the fractions a constant may snap to: halves, thirds and quarters are
@@ -238,6 +238,32 @@ def refitted(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], constants: dict[
     if not (np.isfinite(fit.x).all() and 2 * fit.cost < before):
         return given
     return dict(zip(free, (float(v) for v in fit.x)))
+
+
+def constant_errors(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.ndarray,
+                    noise_var: np.ndarray) -> tuple[tuple[float, float], ...]:
+    """Each float of ``expr`` (a law over the variables' ``symbols``) with its standard error
+    from readings at the rows of ``X`` whose noise has variance ``noise_var``, in the order the
+    law is written; inf for a float the readings do not pin. Snapped constants (exact numbers)
+    are claims, not measurements: they have none."""
+    from rcvgp.constants import gauss_newton_errors
+
+    text = str(expr)
+    floats = sorted(expr.atoms(sympy.Float), key=lambda f: (text.find(sympy.sstr(f, full_prec=False)), float(f)))
+    if not floats:
+        return ()
+    names = [sympy.Dummy(f"c{i}") for i in range(len(floats))]
+    body = expr.xreplace(dict(zip(floats, names)))
+    values = [float(f) for f in floats]
+    ok = np.isfinite(X).all(axis=1) & np.isfinite(noise_var)
+    try:
+        with np.errstate(all="ignore"):
+            columns = [np.broadcast_to(np.asarray(sympy.lambdify([*symbols, *names], body.diff(c), "numpy")(
+                *X[ok].T, *values), dtype=float), (int(ok.sum()),)) for c in names]
+        errors = gauss_newton_errors(np.column_stack(columns), noise_var[ok], np.array(values))
+    except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError, np.linalg.LinAlgError):
+        errors = np.full(len(values), np.inf)
+    return tuple((v, float(e)) for v, e in zip(values, errors))
 
 
 @functools.lru_cache(maxsize=4)

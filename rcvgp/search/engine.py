@@ -36,9 +36,9 @@ from rcvgp.search.base import (
     Candidate, Progress, ProgressCallback, ScheduleStats, SearchConfig, SearchResult, TestPoints, rounds_not_run,
 )
 from rcvgp.search.choice import (
-    Fitted, best_of, choose, collected, completed_squares, drop_negligible_terms, expanded, factored_polynomials,
-    folded_exponentials, front_of, merged_logs, merged_roots, normalized_quotients, over_common_denominators,
-    pareto_front, predict, refitted, shortened_series, snap_constants, summed_angles, tidy,
+    Fitted, best_of, choose, collected, completed_squares, constant_errors, drop_negligible_terms, expanded,
+    factored_polynomials, folded_exponentials, front_of, merged_logs, merged_roots, normalized_quotients,
+    over_common_denominators, pareto_front, predict, refitted, shortened_series, snap_constants, summed_angles, tidy,
 )
 from rcvgp.search.fitting import FitJob, Fitter
 from rcvgp.tree import CONST_TOKEN, Expr, arity, is_var, reopened, subtree_end
@@ -1046,6 +1046,7 @@ class Run:
             test_points=TestPoints(X_test, test.y[0].copy(), np.asarray(on_test, dtype=float)),
             variables=tuple(v.name for v in self.spec.variables),
             constants_error=self._constants_error(law, fit_data),
+            constants=None if lab.noise.zero else constant_errors(readable, names, X_fit, var_fit),
         )
 
     @staticmethod
