@@ -27,8 +27,8 @@ import numpy as np
 from rcvgp.errors import MissingExtra
 from rcvgp.journal import column_label
 from rcvgp.runner import (
-    HISTORY_NAME, RESULT_NAME, TEST_POINTS_NAME, _noise_text, _num, _read_history, _schedule_text, _variables_text,
-    read_result, write_atomic,
+    HISTORY_NAME, RESULT_NAME, TEST_POINTS_NAME, _constant_items, _noise_text, _num, _read_history, _schedule_text,
+    _variables_text, read_result, write_atomic,
 )
 
 if TYPE_CHECKING:
@@ -277,6 +277,11 @@ def _numbers(data: dict[str, Any], unit: str) -> str:
     noise = _noise_text(data.get("noise"), unit)
     if noise:
         wide.append(("Noise", noise, ""))
+    constants = _constant_items(data.get("constants") or [], "\u00b1")
+    if constants:
+        largest = data.get("constants_error")
+        wide.append(("Constants of the law", ", ".join(constants), "standard errors the noise leaves" + (
+            f"; the largest relative one {100 * float(largest):.2g}%" if largest is not None else "")))
     out = ["<div class='numbers'>"]
     for key, value, detail in cards:
         out.append(_card(key, value, detail))

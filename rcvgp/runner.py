@@ -753,8 +753,7 @@ def _constants_lines(constants: Sequence[Mapping[str, Any]], largest: float | No
     the largest relative one."""
     precision = [] if largest is None else [
         f"the largest relative standard error the noise leaves: {100 * float(largest):.2g}%"]
-    items = [f"{c['value']:.6g} +/- {c['standard_error']:.2g}" if c.get("standard_error") is not None
-             else f"{c['value']:.6g} (not pinned by the readings)" for c in constants]
+    items = _constant_items(constants, "+/-")
     rows: list[str] = []
     for item in items:
         if rows and len(rows[-1]) + len(item) < _FRONT_WIDTH:
@@ -764,6 +763,12 @@ def _constants_lines(constants: Sequence[Mapping[str, Any]], largest: float | No
     rows = [row + ("," if i < len(rows) - 1 else "") for i, row in enumerate(rows)]
     rows += [f"({text})" if items else text for text in precision]
     return [f"  {'constants' if i == 0 else '':<11}  {row}" for i, row in enumerate(rows)]
+
+
+def _constant_items(constants: Sequence[Mapping[str, Any]], plus_minus: str) -> list[str]:
+    """Each of result.json's ``constants`` as text: its value with its standard error."""
+    return [f"{c['value']:.6g} {plus_minus} {c['standard_error']:.2g}" if c.get("standard_error") is not None
+            else f"{c['value']:.6g} (not pinned by the readings)" for c in constants]
 
 
 def _pretty(expr: Any, fallback: str) -> str:

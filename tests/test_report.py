@@ -224,6 +224,19 @@ def test_the_units_a_run_declares_are_on_the_page(finished, tmp_path):
     assert f"{data['variables'][0]} [m]" in text and "-> T [s]" in text
 
 
+def test_a_noisy_law_s_constants_are_on_the_page_with_their_errors(finished, tmp_path):
+    report, _ = finished
+    run_dir = tmp_path / "noisy"
+    shutil.copytree(report.output, run_dir)
+    data = json.loads((run_dir / "result.json").read_text())
+    data["constants"] = [{"value": 2.00606, "standard_error": 0.0011}, {"value": 0.1255, "standard_error": None}]
+    data["constants_error"] = 0.0009
+    (run_dir / "result.json").write_text(json.dumps(data))
+    text = " ".join(parse(write_report(run_dir).read_text(encoding="utf-8")).text)
+    assert "2.00606 \u00b1 0.0011, 0.1255 (not pinned by the readings)" in text
+    assert "the largest relative one 0.09%" in text
+
+
 @pytest.mark.parametrize("history_file", ["missing", "empty"])
 def test_a_folder_without_history_or_test_points_still_gets_a_page_that_says_so(finished, tmp_path, history_file):
     report, _ = finished
