@@ -273,8 +273,12 @@ def test_terms_over_one_denominator_are_written_over_it_once_where_that_is_short
         == x0 * (x2 + (x0 + x1) / (x1 * x3 + x4))
     shared = sympy.Float(0.27) * x1 * (x0 + 1) / (x1 + x3)  # their common factor taken out
     assert over_common_denominators(sympy.expand(shared) + x4) == shared + x4
-    for other in (1 / x0 + 1 / x1, sympy.sqrt(x0) / sympy.sqrt(x1) + x0, x0 / (x1 + 1) + 2):
+    for other in (1 / x0 + 1 / x1, sympy.sqrt(x0) / sympy.sqrt(x1) + x0, x0 / (x1 + 1) + 2, 2 - 1 / x0,
+                  sympy.Float(1.5) + sympy.Float(0.3) / (x0 + x1)):
         assert over_common_denominators(other) is other
+    # a number that cancels against a quotient joins it: a saturation found as 3.2 - 3.2/(2*S + 1)
+    c = sympy.Float(3.2)
+    assert over_common_denominators(c - c / (2 * x0 + 1) + x1) == 2 * c * x0 / (2 * x0 + 1) + x1
 
 
 def test_products_of_sines_and_cosines_of_a_sum_are_written_as_one() -> None:

@@ -379,7 +379,9 @@ def collected(expr: sympy.Expr) -> sympy.Expr:
 def over_common_denominators(expr: sympy.Expr) -> sympy.Expr:
     """``expr`` with the terms of each sum that share a denominator written over it once, their
     common factors taken out, where that is shorter: ``x0/(x1*x3 + x4) + x1/(x1*x3 + x4)`` (as
-    multiplied out to snap) is ``(x0 + x1)/(x1*x3 + x4)``; ``expr`` itself if no sum is."""
+    multiplied out to snap) is ``(x0 + x1)/(x1*x3 + x4)``; then the numbers and quotients of
+    each sum over one denominator, where that is shorter: ``3.2 - 3.2/(2*S + 1)`` is
+    ``6.4*S/(2*S + 1)``; ``expr`` itself if no sum is."""
 
     def denominator(t: sympy.Expr) -> sympy.Expr | None:
         d = sympy.fraction(t)[1]
@@ -388,7 +390,14 @@ def over_common_denominators(expr: sympy.Expr) -> sympy.Expr:
     def joined(d: sympy.Expr, terms: list[sympy.Expr]) -> sympy.Expr:
         return sympy.factor_terms(sympy.Add(*(sympy.fraction(t)[0] for t in terms))) / d
 
-    return _merged_in_sums(expr, denominator, joined)
+    def fraction_or_number(t: sympy.Expr) -> sympy.Expr | None:
+        return sympy.Integer(1) if t.is_number or denominator(t) is not None else None
+
+    def together(_: sympy.Expr, terms: list[sympy.Expr]) -> sympy.Expr:
+        return sympy.factor_terms(sympy.together(sympy.Add(*terms)))
+
+    # Then a number beside them where it cancels: a saturation's 3.2 - 3.2/(2*S + 1) is 6.4*S/(2*S + 1).
+    return _merged_in_sums(_merged_in_sums(expr, denominator, joined), fraction_or_number, together)
 
 
 def summed_angles(expr: sympy.Expr) -> sympy.Expr:
@@ -429,6 +438,15 @@ def merged_logs(expr: sympy.Expr) -> sympy.Expr:
     return _merged_in_sums(expr, coefficient, merged)
 
 
+def _shorter(a: sympy.Expr, b: sympy.Expr) -> bool:
+    """Whether ``a`` is shorter than ``b``: fewer operations, or as many and fewer numbers written
+    (``6.4*S/(2*S + 1)`` against ``3.2 - 3.2/(2*S + 1)``)."""
+    def numbers(e: sympy.Expr) -> int:
+        return sum(1 for n in sympy.preorder_traversal(e) if n.is_Number and abs(n) != 1)
+
+    return (sympy.count_ops(a), numbers(a)) < (sympy.count_ops(b), numbers(b))
+
+
 def _merged_in_sums(expr: sympy.Expr, key: Callable[[sympy.Expr], sympy.Expr | None],
                     merged: Callable[[sympy.Expr, list[sympy.Expr]], sympy.Expr]) -> sympy.Expr:
     """``expr`` with, in each sum, the two or more terms of each ``key`` (None: no key) replaced
@@ -444,7 +462,7 @@ def _merged_in_sums(expr: sympy.Expr, key: Callable[[sympy.Expr], sympy.Expr | N
             if len(terms) < 2:
                 continue
             trial = sympy.Add(*(t for t in out.args if t not in terms), merged(k, terms))
-            if sympy.count_ops(trial) < sympy.count_ops(out):
+            if _shorter(trial, out):
                 out = trial
         return out
 
