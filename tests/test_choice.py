@@ -12,7 +12,7 @@ from rcvgp.search.choice import (
     constant_errors,
     Fitted, as_fractions, choose, collected, completed_squares, expanded, factored_polynomials, folded_exponentials,
     merged_logs, merged_roots, normalized_quotients, over_common_denominators, pareto_front, predict, refitted,
-    shortened_series, simple_values, snap_constants, summed_angles,
+    shared_coefficients, shortened_series, simple_values, snap_constants, summed_angles,
 )
 from rcvgp.tree import Expr
 
@@ -279,6 +279,17 @@ def test_terms_over_one_denominator_are_written_over_it_once_where_that_is_short
     # a number that cancels against a quotient joins it: a saturation found as 3.2 - 3.2/(2*S + 1)
     c = sympy.Float(3.2)
     assert over_common_denominators(c - c / (2 * x0 + 1) + x1) == 2 * c * x0 / (2 * x0 + 1) + x1
+
+
+def test_terms_that_share_a_number_are_written_with_it_once_where_that_is_shorter() -> None:
+    x0, x1, x2, x3, x4 = sympy.symbols("x0:5", positive=True)
+    c = sympy.Float(0.33)
+    assert shared_coefficients(c * x0 * x4 / (x0**2 + x1) + x1 + c * x2 * x3 * x4) \
+        == x1 + c * x4 * (x0 / (x0**2 + x1) + x2 * x3)
+    half = shared_coefficients(x0 * x1**2 / 2 + x0 * x2**2 / 2 + x3)
+    assert str(half) == "x0*(x1**2 + x2**2)/2 + x3"
+    for other in (sympy.Float(0.3) * x0 + sympy.Float(0.4) * x1, x0 + x1 + 1, sympy.Float(0.3) * x0 + sympy.Float(0.3)):
+        assert shared_coefficients(other) is other
 
 
 def test_products_of_sines_and_cosines_of_a_sum_are_written_as_one() -> None:

@@ -34,7 +34,7 @@ __all__ = [
     "Refit", "snap_constants", "refitted", "shortened_series", "as_fractions", "predict", "expanded",
     "drop_negligible_terms", "normalized_quotients", "tidy", "completed_squares", "merged_roots", "collected",
     "merged_logs", "folded_exponentials", "factored_polynomials", "over_common_denominators",
-    "summed_angles", "constant_errors",
+    "shared_coefficients", "summed_angles", "constant_errors",
 ]
 
 #: Largest denominator of the fractions a constant may snap to: halves, thirds and quarters are
@@ -398,6 +398,18 @@ def over_common_denominators(expr: sympy.Expr) -> sympy.Expr:
 
     # Then a number beside them where it cancels: a saturation's 3.2 - 3.2/(2*S + 1) is 6.4*S/(2*S + 1).
     return _merged_in_sums(_merged_in_sums(expr, denominator, joined), fraction_or_number, together)
+
+
+def shared_coefficients(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with the terms of each sum that share a number (up to sign) written with it once,
+    their common factors taken out too, where that is shorter: ``0.33*x0*x4/(x0**2 + x1) + x1 +
+    0.33*x2*x3*x4`` is ``0.33*x4*(x0/(x0**2 + x1) + x2*x3) + x1``; ``expr`` itself if no sum is."""
+
+    def coefficient(t: sympy.Expr) -> sympy.Expr | None:
+        k, rest = t.as_coeff_Mul()
+        return abs(k) if k.is_Number and abs(k) != 1 and not rest.is_number else None
+
+    return _merged_in_sums(expr, coefficient, lambda _, terms: sympy.factor_terms(sympy.Add(*terms)))
 
 
 def summed_angles(expr: sympy.Expr) -> sympy.Expr:

@@ -38,7 +38,8 @@ from rcvgp.search.base import (
 from rcvgp.search.choice import (
     Fitted, best_of, choose, collected, completed_squares, constant_errors, drop_negligible_terms, expanded,
     factored_polynomials, folded_exponentials, front_of, merged_logs, merged_roots, normalized_quotients,
-    over_common_denominators, pareto_front, predict, refitted, shortened_series, snap_constants, summed_angles, tidy,
+    over_common_denominators, pareto_front, predict, refitted, shared_coefficients, shortened_series, snap_constants,
+    summed_angles, tidy,
 )
 from rcvgp.search.fitting import FitJob, Fitter
 from rcvgp.tree import CONST_TOKEN, Expr, arity, is_var, reopened, subtree_end
@@ -1015,7 +1016,8 @@ class Run:
         readable = tidy(snapped)
         if not acceptable(readable):
             readable = raw  # a form that evaluates differently (a branch cut, say)
-        rewrites = (merged_roots, merged_logs, collected, factored_polynomials, over_common_denominators, summed_angles)
+        rewrites = (merged_roots, merged_logs, collected, factored_polynomials, over_common_denominators, shared_coefficients,
+                    summed_angles)
         for rewrite in rewrites:
             if (merged := rewrite(readable)) is not readable and acceptable(merged):  # equal where the data are
                 readable = merged
