@@ -100,6 +100,8 @@ def test_each_float_of_a_law_gets_the_standard_error_its_readings_leave() -> Non
     assert constant_errors(3 * x, [x], X, var) == ()
     traded = constant_errors(sympy.log(sympy.Float(2.0) * x) + sympy.Float(0.5), [x], X, var)
     assert [e for _, e in traded] == [np.inf, np.inf]  # only log(2) + 0.5 is told
+    unread = constant_errors(sympy.Float(1.5) * x, [x], X, np.full(1000, np.nan))  # every reading failed
+    assert unread == ((1.5, np.inf),)
 
 
 def test_snapping_replaces_constants_within_noise_and_keeps_the_rest() -> None:

@@ -256,6 +256,8 @@ def constant_errors(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.nda
     body = expr.xreplace(dict(zip(floats, names)))
     values = [float(f) for f in floats]
     ok = np.isfinite(X).all(axis=1) & np.isfinite(noise_var)
+    if ok.sum() <= len(values):  # readings that all failed (an overflowing law) pin nothing
+        return tuple((v, math.inf) for v in values)
     try:
         with np.errstate(all="ignore"):
             columns = [np.broadcast_to(np.asarray(sympy.lambdify([*symbols, *names], body.diff(c), "numpy")(
