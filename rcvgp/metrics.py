@@ -345,7 +345,21 @@ def _unify(e: sympy.Expr, domains: dict[str, Variable] | None = None) -> sympy.E
     # like the truth's terms (a found expression of sincos-3-2-2/5 carried that 1.0); so is one
     # a few roundings off it (a fit of sincos-3-2-2/1 left sin(0.99999999999999978*x0 - 1.5708)).
     e = e.xreplace({f: sympy.Integer(round(float(f))) for f in e.atoms(sympy.Float) if _whole(float(f))})
-    return e.replace(
+    e = e.replace(
         lambda s: s.is_number and not s.is_Rational and not isinstance(s, sympy.Float),
         lambda s: sympy.Float(s.evalf()),
     )
+    return e.replace(lambda p: p.is_Pow and p.base.is_Add and not (p.exp.is_Integer and p.exp > 0), _leading_one)
+
+
+def _leading_one(power: sympy.Pow) -> sympy.Expr:
+    """A power of a sum with the size of the sum's first term taken out, so that its first
+    coefficient is 1 or -1: the same sum in other units is then the same power times a number
+    (``10*sqrt(1e-4*x1**2 + 1e10*x3**2)`` and ``1000*sqrt(1e-8*x1**2 + 1e6*x3**2)`` are both
+    ``0.1*sqrt(x1**2 + 1e14*x3**2)``). A positive number out of a sum is exact for any exponent."""
+    base, exponent = power.args
+    first = sorted(base.args, key=sympy.default_sort_key)[0]
+    k = abs(first.as_coeff_Mul()[0])
+    if not k.is_Number or k == 0 or k == 1:
+        return power
+    return k**exponent * sympy.Pow(sympy.expand(base / k), exponent)

@@ -264,6 +264,19 @@ def test_is_exact_judges_float_leftovers_by_their_size_in_the_variables_units() 
     assert not is_exact(found + " + 1.0e-11*x1", truth, variables=variables)
 
 
+def test_is_exact_takes_a_number_out_of_a_root_of_a_sum() -> None:
+    """feynman/III.10.19 in other units: the found root's coefficients are the truth's times
+    1e4, its factor the truth's over 100; equal, once the size of each root's first term is
+    taken out of it. Inside the root the terms must still agree."""
+    variables = [Variable("x0", 1e-31, 1e-29), Variable("x1", 10.0, 1000.0), Variable("x2", 1e3, 1e5),
+                 Variable("x3", 1e-6, 1e-4)]
+    truth = "1000.0*x0*sqrt(1.0e-8*x1**2 + 1.0e-12*x2**2 + 1000000.0*x3**2)"
+    found = "10*x0*sqrt(0.0001*x1**2 + 1.0e-8*x2**2 + 10000000000*x3**2)"
+    assert is_exact(found, truth, variables=variables)
+    assert not is_exact(found.replace("1.0e-8*x2", "3.0e-8*x2"), truth, variables=variables)
+    assert is_exact("2/(4*x1 + 6*x2)**2", "1/(8*(x1 + 1.5*x2)**2)", variables=variables)
+
+
 def test_domain_symbols_carry_the_sign_of_the_support() -> None:
     assert domain_symbol(Variable("a", 0.1, 1.0)).is_positive
     assert domain_symbol(Variable("a", -2.0, -1.0)).is_negative
