@@ -182,6 +182,15 @@ def test_a_function_of_an_argument_small_over_the_data_becomes_its_series_where_
     wave = predict(turning, [T], temps)
     y = wave + 0.01 * wave.std() * rng.standard_normal(1000)
     assert shortened_series(turning, accept_for(turning, y, 0.01 * wave.std())) == turning
+    # a quotient by 1 + u, u small over the data, standing for a line: 1.2*T as 1e5 - 1e5/(1 + 1.2e-5*T)
+    line = 1.2 * temps[:, 0]
+    y = line + 0.01 * line.std() * rng.standard_normal(1000)
+    pole = 100000 - 100000 / (1 + sympy.Float(1.2e-5) * T)
+    assert shortened_series(pole, accept_for(pole, y, 0.01 * line.std())) == sympy.Float(1.2) * T
+    near = 1 / (1 + sympy.Float(0.01) * T)  # 1/3 to 1/11 over the data: no line
+    curve = predict(near, [T], temps)
+    y = curve + 0.01 * curve.std() * rng.standard_normal(1000)
+    assert shortened_series(near, accept_for(near, y, 0.01 * curve.std())) == near
 
 
 def test_a_peak_is_written_about_its_centre() -> None:

@@ -278,16 +278,27 @@ def _lambdified(expr: sympy.Expr, symbols: tuple[sympy.Symbol, ...]) -> Callable
 
 
 def shortened_series(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], max_order: int = 3) -> sympy.Expr:
-    """``expr`` with each sine, cosine or exponential replaced by the first terms of its Taylor
-    series about 0 (to at most ``max_order``: ``1 - u**2/2`` for ``cos(u)``), multiplied out,
-    where that is smaller and ``accept`` takes it. Under noise a function of an argument that
-    stays small over the data can stand in for a power: a fit of ``T**4`` came back as
-    ``45569500 - 45569500*cos(4.98904e-8*T**2)``, which reads as the law only as its series."""
-    for node in sorted(expr.atoms(sympy.sin, sympy.cos, sympy.exp), key=sympy.count_ops, reverse=True):
+    """``expr`` with each sine, cosine or exponential, and each power of a sum ``1 + u`` (the
+    divisors :func:`normalized_quotients` writes), replaced by the first terms of its Taylor
+    series about 0 (to at most ``max_order``: ``1 - u**2/2`` for ``cos(u)``, ``1 - u`` for
+    ``1/(1 + u)``), multiplied out, where that is smaller and ``accept`` takes it. Under noise a
+    function of an argument that stays small over the data can stand in for a power: a fit of
+    ``T**4`` came back as ``45569500 - 45569500*cos(4.98904e-8*T**2)``, which reads as the law
+    only as its series; livermore2/Vars4-23's ``-2.23*x2*(x1 + 1/sqrt(x3))`` as
+    ``86419*x2 - 86419*x2/(1 - 2.58e-5*x1 - 2.58e-5/sqrt(x3))``."""
+    def series(node: sympy.Expr, order: int) -> sympy.Expr:
+        if isinstance(node, sympy.Pow):  # (1 + u)**e
+            u = node.base - 1
+            return sympy.Add(*(sympy.binomial(node.exp, k) * u**k for k in range(order + 1)))
+        return _taylor(node.func, order).xreplace({_Z: node.args[0]})
+
+    powers = [p for p in expr.atoms(sympy.Pow)
+              if p.base.is_Add and p.base.as_coeff_Add()[0] == 1 and not (p.exp.is_Integer and p.exp > 0)]
+    for node in sorted([*expr.atoms(sympy.sin, sympy.cos, sympy.exp), *powers], key=sympy.count_ops, reverse=True):
         if not expr.has(node):
             continue  # gone with an earlier replacement
         for order in range(1, max_order + 1):
-            trial = sympy.expand(expr.xreplace({node: _taylor(node.func, order).xreplace({_Z: node.args[0]})}))
+            trial = sympy.expand(expr.xreplace({node: series(node, order)}))
             if sympy.count_ops(trial) < sympy.count_ops(expr) and accept(trial):
                 expr = trial
                 break
