@@ -26,8 +26,8 @@ from rcvgp.evaluate import compile_tree, evaluate, evaluate_with_grad
 from rcvgp.metrics import scaled_moments
 from rcvgp.noisefloor import EXACT_LOSS, Floor, floor_levels
 
-__all__ = ["Trials", "FitResult", "fit_constants", "linear_constants", "standard_errors", "gauss_newton_errors", "BAD_LOSS",
-           "STOCHASTIC_OPTIMIZERS"]
+__all__ = ["Trials", "FitResult", "fit_constants", "linear_constants", "standard_errors", "gauss_newton_errors",
+           "BAD_LOSS", "STOCHASTIC_OPTIMIZERS"]
 
 #: Loss given to a prediction that is NaN or infinite anywhere: it never looks good.
 BAD_LOSS = float("inf")
