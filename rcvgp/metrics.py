@@ -358,7 +358,7 @@ def _leading_one(power: sympy.Pow) -> sympy.Expr:
     (``10*sqrt(1e-4*x1**2 + 1e10*x3**2)`` and ``1000*sqrt(1e-8*x1**2 + 1e6*x3**2)`` are both
     ``0.1*sqrt(x1**2 + 1e14*x3**2)``). A positive number out of a sum is exact for any exponent."""
     base, exponent = power.args
-    first = sorted(base.args, key=sympy.default_sort_key)[0]
+    first = min(base.args, key=sympy.default_sort_key)
     k = abs(first.as_coeff_Mul()[0])
     if not k.is_Number or k == 0 or k == 1:
         return power
