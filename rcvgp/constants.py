@@ -202,10 +202,11 @@ def fit_constants(
         only for constants that do not enter linearly.
     rng : numpy.random.Generator, optional
         For the stochastic optimisers.
-    init : ndarray of shape (n_consts,) or (K, n_consts), optional
+    init : ndarray of shape (n_consts,) or (K, n_consts), or (S, K, n_consts), optional
         Starting values of the nonlinear constants, e.g. an earlier fit's; NaN (and the default,
         None) for those with no start known, which start where a scan of values finds the least
-        loss (1.0 if nothing does better, see :data:`SCAN_VALUES`).
+        loss (1.0 if nothing does better, see :data:`SCAN_VALUES`). With S starts, the fit runs
+        from each and keeps the better per trial.
     """
     tokens = tuple(tokens)
     n_consts = sum(t == "c" for t in tokens)
@@ -215,14 +216,13 @@ def fit_constants(
         return FitResult(trials.losses(pred), np.zeros((K, 0)), 1, trials.floor)
     lin = list(linear_constants(tokens))
     nonlin = [k for k in range(n_consts) if k not in set(lin)]
-    theta = np.full((K, len(nonlin)), np.nan)
-    if init is not None:
-        theta[:] = np.broadcast_to(np.asarray(init, dtype=float), (K, n_consts))[:, nonlin]
+    given = np.full(n_consts, np.nan) if init is None else np.asarray(init, dtype=float)
+    thetas = [np.broadcast_to(one, (K, n_consts))[:, nonlin] for one in (given if given.ndim == 3 else [given])]
     problem = _Projected(tokens, trials, lin, nonlin)
     if not nonlin:
         # The tree is affine in its constants: one evaluation solves them.
-        end = problem.point(theta, np.zeros((K, len(lin))))
-        return FitResult(end.losses, _joined(theta, end.linear, nonlin, lin), problem.n_evals, trials.floor)
+        end = problem.point(thetas[0], np.zeros((K, len(lin))))
+        return FitResult(end.losses, _joined(thetas[0], end.linear, nonlin, lin), problem.n_evals, trials.floor)
     n_evals = 0
 
     def optimised(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -240,9 +240,10 @@ def fit_constants(
         end = problem.solved(theta)
         return theta, end.losses, end.linear
 
-    # Without a start, from where a scan finds the least loss; a shift of a variable from a
-    # second start too, the better fit kept per trial (:meth:`_Projected.starts`).
-    starts = problem.starts(theta) if np.isnan(theta).any() else [theta]
+    # From each start given; where one has no value, from where a scan finds the least loss,
+    # and a shift of a variable from a second start too (:meth:`_Projected.starts`); the better
+    # fit kept per trial.
+    starts = [s for theta in thetas for s in (problem.starts(theta) if np.isnan(theta).any() else [theta.copy()])]
     theta, losses, linear = optimised(starts[0])
     for start in starts[1:]:
         other, other_losses, other_linear = optimised(start)

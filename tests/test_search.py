@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import dataclasses
 import signal
 
 import numpy as np
@@ -289,6 +290,36 @@ def test_every_open_constant_grows_at_once_where_the_freed_variable_changes_them
     grown = run.expansions([ind])
     assert grown and grown[0].fit.at_floor and grown[0].fitness < 1e-20
     assert grown[0].expr.tokens.count("x1") == 2 and not {"exp", "sin"} & set(grown[0].expr.tokens)
+
+
+def test_an_open_constant_s_samples_start_the_piece_it_grows_into() -> None:
+    # cos(3*exp(1.5*x1)*x0): with x1 held, cos(c*x0) fits every trial exactly, c from 6 to 60;
+    # freeing x1, c*exp(c*x1) has no basin a scan of its constants finds (the cosine's argument
+    # reaches 300 radians), but fitted to the five (held x1, fitted c) pairs it starts at the law
+    spec = OracleSpec((Variable("x0", 0.5, 5.0), Variable("x1", 0.5, 2.0)), name="test:chirp")
+    config = SearchConfig(operators=("add", "mul", "exp", "cos"), population=20, batch=64, n_trials=5)
+    run = Run("racing", CallableOracle(lambda X: np.cos(3 * np.exp(1.5 * X[:, 1]) * X[:, 0]), spec), config, seed=0)
+    held = frozenset({1})
+    at = run.lab.trials(held).X[:, 0, 1]
+    ind = run.individual(Expr(("cos", "mul", "c", "x0")), held, (held,), init=(3 * np.exp(1.5 * at))[:, None])
+    frozen = run.freeze(ind)
+    assert frozen.samples is not None and frozen.samples.var == 1
+    for samples, found in ((frozen.samples, True), (None, False)):
+        run.lab.new_round()
+        moved = dataclasses.replace(frozen, controlled=frozenset(), samples=samples)
+        best = run.next_round([moved])[0]
+        assert (best.fitness < 1e-20) is found, best.expr.tokens
+    assert best.expr.tokens == ("cos", "mul", "c", "x0")  # without the samples, nothing better
+
+
+def test_each_open_constant_grows_a_piece_of_its_own_where_the_variable_enters_each_differently() -> None:
+    # relativistic velocity addition: with v held the law is c + c/(c + u), and freeing v each
+    # constant is a function of v of its own (1/v, 1 - 1/v**2, 1/v); neither one piece at a time
+    # nor the same piece everywhere fits better, each constant's best fit to its samples does
+    spec = OracleSpec((Variable("u", 0.1, 0.9), Variable("v", 0.1, 0.9)), name="test:velocities")
+    oracle = CallableOracle(lambda X: (X[:, 0] + X[:, 1]) / (1 + X[:, 0] * X[:, 1]), spec)
+    result = run_search("racing", oracle, SearchConfig(population=30, generations=10), seed=0)
+    assert is_exact(result.best.sympy_expr, "(u + v)/(1 + u*v)", variables=spec.variables), result.best.expression
 
 
 def test_trees_as_small_at_the_floor_rank_by_their_constants_then_their_fit_beyond_rounding() -> None:

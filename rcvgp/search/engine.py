@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
+import itertools
 import math
 import sys
 import time
@@ -52,6 +53,8 @@ _FLOOR_PATIENCE = 3
 #: piece, grown again), and in at most how many steps.
 _EXPANDED = 3
 _EXPANSION_STEPS = 2
+#: The NMSE below which fits of a piece to an open constant's samples are all exact (rounding).
+_READ_EXACT = 1e-12
 #: A round's expansions join its population up to one in this many of its size.
 _EXPANSION_SHARE = 10
 #: Seeds the replicate readings' own random stream, beside the run's seed.
@@ -286,6 +289,8 @@ class Individual:
     #: The variables that were free when the structure was last frozen: it accounts for them,
     #: so edits (which grow only from summary constants) bring in only the variables freed since.
     settled: frozenset[int] = frozenset()
+    #: Frozen by an exact fit with one variable held: its open constants sampled as functions of it.
+    samples: _Samples | None = None
 
     @property
     def fitness(self) -> float:
@@ -303,6 +308,15 @@ class Individual:
     @property
     def key(self) -> tuple[tuple[str, ...], frozenset[int]]:
         return self.expr.tokens, self.controlled
+
+
+class _Samples(NamedTuple):
+    """The open constants of a tree an exact fit froze with one variable held: each is then a
+    function of that variable alone, and its fitted values over the trials are samples of it."""
+
+    var: int
+    at: np.ndarray  # (K,) the variable's held value in each trial
+    values: np.ndarray  # (K, n_open) each open constant's fitted value in each trial
 
 
 class _Growth(NamedTuple):
@@ -442,12 +456,14 @@ class Run:
 
     def refit(self, pop: Sequence[Individual]) -> list[Individual]:
         """Every individual fitted anew on this round's trials of its controlled set, started
-        from its last fit (the median over the old trials: new trials hold other values)."""
+        from its last fit (the median over the old trials: new trials hold other values); what
+        its freeze sampled stays with it."""
         out = self.individuals([
             _Draft(ind.expr, ind.controlled, ind.schedule, self.lab.trials(ind.controlled),
                    init=_median_start(ind.fit.constants), settled=ind.settled)
             for ind in pop
         ])
+        out = [dataclasses.replace(new, samples=old.samples) for new, old in zip(out, pop)]
         self.current = out
         return out
 
@@ -527,7 +543,14 @@ class Run:
         ``b*x``), and trying each at once finds them in a few hundred fits, where random edits
         must first happen on exactly the right tree, operator and variable. These fits (unlike
         the offspring's, which are too many) scan for the new constants' starts, so a piece
-        whose constant is far from 1 fits too."""
+        whose constant is far from 1 fits too.
+
+        A tree frozen with one variable held knows more: each open constant is a function of
+        that variable alone, sampled at its held values (:class:`_Samples`). Each piece is then
+        also fitted to those samples first, and started where that fit ends, beside the scan's
+        start: a frequency ``c*exp(c*x1)`` inside a cosine has a basin no scan finds. And each
+        open constant is grown at once into the pieces its samples fit best, each its own (a
+        velocity addition's ``c + c/(c + u)`` needs three functions of v)."""
         # Frozen whole, so that its open constants are its summary ones (every constant of a tree
         # grown since is open: growing each would be hundreds of fits to no purpose); those
         # frozen by an exact fit in the last round, one variable freed since, first. In the last
@@ -654,7 +677,8 @@ class Run:
         pieces_of: list[tuple[str, Expr] | None] = []
 
         def add(ind: Individual, g: Grammar, child: Expr, piece: tuple[str, Expr] | None,
-                anew: bool = False) -> None:
+                anew: bool = False, read: np.ndarray | None = None, scan: bool = True) -> None:
+            grown = child
             child = simplify_tree(child)
             if child.tokens in seen or not g.fits(child):
                 return
@@ -664,6 +688,10 @@ class Run:
                 # The piece's constants scanned for anew, not kept from its fit: the offset
                 # of a pole c/(c + t) is not that of c/(c + exp(c*t)).
                 init[:, _open_subtree_consts(child)] = np.nan
+            if read is not None:
+                # The start read from the samples, beside (or, without ``scan``, instead of) the scan's.
+                read = inherited_constants(grown, read, child, fresh=np.nan) if child.tokens != grown.tokens else read
+                init = np.stack([init, read]) if scan else read
             drafts.append(_Draft(child, ind.controlled, ind.schedule, self.lab.trials(ind.controlled),
                                  ind.fitness, init, ind.settled))
             pieces_of.append(piece)
@@ -672,15 +700,42 @@ class Run:
             g = self.grammar(ind.controlled, ind.settled)
             pieces = _pieces(g)
             open_ = [i for i in ind.expr.const_positions if not ind.expr.frozen[i]]
+            read = self._read(ind, [piece for piece, _ in pieces]) if len(open_) == ind.fit.constants.shape[1] else {}
+
+            def grown_at(assigned: dict[int, Expr]) -> tuple[Expr, np.ndarray | None]:
+                """The seed with its j-th open constant made ``assigned[j]``, and the start the
+                samples give it (None if they do not give one for every piece)."""
+                child, columns, known = ind.expr, [], True
+                for j in reversed(range(len(open_))):  # from the end: the positions before stay put
+                    if j in assigned:
+                        child = child.replace(open_[j], assigned[j])
+                        found = read.get((j, assigned[j].tokens))
+                        known = known and found is not None
+                        piece_start = np.empty(0) if found is None else found[1]
+                        columns.append(np.broadcast_to(piece_start, (len(ind.fit.constants), len(piece_start))))
+                    else:
+                        columns.append(ind.fit.constants[:, [j]])
+                return child, np.hstack(columns[::-1]) if known else None
+
             # Each open constant alone, and all of them at once: the variable freed may change
             # several (c/(x2 + c) of a Michaelis-Menten law has S in both), which one at a time
             # does not show, since neither alone fits better.
-            for where in [[i] for i in open_] + ([open_] if len(open_) > 1 else []):
+            for where in [[j] for j in range(len(open_))] + ([list(range(len(open_)))] if len(open_) > 1 else []):
                 for piece, kind in pieces:
-                    child = ind.expr
-                    for i in reversed(where):  # from the end: the positions before stay put
-                        child = child.replace(i, piece)
-                    add(ind, g, child, (kind, piece) if len(where) == 1 else None)
+                    child, start = grown_at({j: piece for j in where})
+                    add(ind, g, child, (kind, piece) if len(where) == 1 else None, read=start)
+            if read and len(open_) > 1:
+                # Each open constant its own piece at once, the one its samples fit best (two
+                # for three constants or fewer), started where those fits end: a law whose
+                # variable enters several constants in different ways (c + c/(c + u) of a
+                # velocity addition, each constant a function of v of its own) is one step away,
+                # which neither one piece at a time nor the same piece everywhere reaches.
+                best = [sorted((piece for piece, _ in pieces if (j, piece.tokens) in read),
+                               key=lambda piece: read[j, piece.tokens][0])[: 2 if len(open_) <= 3 else 1]
+                        for j in range(len(open_))]
+                for combo in itertools.product(*best):
+                    child, start = grown_at(dict(enumerate(combo)))
+                    add(ind, g, child, None, read=start, scan=False)
         for ind in composed:
             # A function of a piece (c*exp(c*log(V)) for a power V**-1.4, c*sqrt(c + x**2) for a
             # distance, c/(c + exp(c*t)) for a logistic curve, a saturation of a power for a Hill
@@ -697,6 +752,29 @@ class Run:
         self.check_time()
         return [_Growth(child, *(piece or (None, None)), child.fitness < draft.threshold)
                 for draft, child, piece in zip(drafts, fitted, pieces_of)]
+
+    def _read(self, ind: Individual, pieces: Sequence[Expr]) -> dict[tuple[int, tuple[str, ...]], tuple[float, np.ndarray]]:
+        """Each of ``pieces`` that holds the variable ``ind`` was frozen with held, fitted to
+        the samples of each of its open constants (:class:`_Samples`): (j, the piece's tokens)
+        -> (score, its constants). The score is Akaike's on the samples, the fit's NMSE taken no
+        lower than rounding, so that among exact fits the one with fewer constants wins."""
+        samples = ind.samples
+        if samples is None or samples.values.shape[1] != ind.expr.n_consts:
+            return {}
+        x = f"x{samples.var}"
+        X = np.ones((1, len(samples.at), self.n_vars))
+        X[0, :, samples.var] = samples.at
+        out: dict[tuple[int, tuple[str, ...]], tuple[float, np.ndarray]] = {}
+        for j in range(samples.values.shape[1]):
+            trials = Trials(X, samples.values[None, :, j])
+            for piece in pieces:
+                if x not in piece.tokens:
+                    continue
+                fit = fit_constants(piece.tokens, trials)
+                if math.isfinite(fit.fitness):
+                    score = len(samples.at) * math.log(max(fit.fitness, _READ_EXACT)) + 2 * piece.n_consts
+                    out[j, piece.tokens] = score, fit.constants[0]
+        return out
 
     # --- the generation loop ---------------------------------------------------------------
     def evolve(self, pop: list[Individual], n_generations: int) -> list[Individual]:
@@ -859,13 +937,18 @@ class Run:
         exact = ind.fit.at_floor
         settled = frozenset(range(self.n_vars)) - ind.controlled if exact else ind.settled
         summary = self._unexplained(ind, summary_constants(ind.fit.constants, cfg.eps_const))
+        expr, fit = ind.expr.fixed(np.median(ind.fit.constants, axis=0), open_=summary), ind.fit
+        fit = dataclasses.replace(fit, constants=fit.constants[:, summary], n_evals=0)
         if summary.sum() >= 2:
             factored = self._factor(ind)
             if factored is not None and factored[0].n_consts < summary.sum():
-                return dataclasses.replace(ind, expr=factored[0], fit=factored[1], settled=settled)
-        expr = ind.expr.fixed(np.median(ind.fit.constants, axis=0), open_=summary)
-        fit = dataclasses.replace(ind.fit, constants=ind.fit.constants[:, summary], n_evals=0)
-        return dataclasses.replace(ind, expr=expr, fit=fit, settled=settled)
+                expr, fit = factored
+        trials = self.lab.cached_trials(ind.controlled)
+        samples = None
+        if exact and len(ind.controlled) == 1 and trials is not None:
+            (var,) = ind.controlled
+            samples = _Samples(var, trials.X[:, 0, var], fit.constants)
+        return dataclasses.replace(ind, expr=expr, fit=fit, settled=settled, samples=samples)
 
     def _unexplained(self, ind: Individual, summary: np.ndarray) -> np.ndarray:
         """The summary constants whose spread over the trials the data need. Each in turn is set

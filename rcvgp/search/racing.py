@@ -7,8 +7,9 @@
   The summary constants of a frozen tree are expanded only into sub-expressions of the
   variables freed after it was frozen (see :meth:`rcvgp.search.engine.Run.freeze`); a round
   starts by trying, on the best frozen trees, each open constant as the sum of every small such
-  sub-expression (kept to those the data need), and as each one alone
-  (:meth:`rcvgp.search.engine.Run.expansions`), then evolves.
+  sub-expression (kept to those the data need), and as each one alone (frozen with one variable
+  held, also each open constant at once as the piece its fitted values over the trials fit
+  best) (:meth:`rcvgp.search.engine.Run.expansions`), then evolves.
 - ``cvgp``: the fixed schedule ({x1..xn-1}, {x2..xn-1}, ..., {}).
 - ``cvgp-all``: every schedule, as a tree that shares common prefixes; data are measured once
   per controlled set and shared by every branch that holds that set.
