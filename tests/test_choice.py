@@ -10,7 +10,7 @@ import sympy
 
 from rcvgp.search.choice import (
     constant_errors,
-    Fitted, as_fractions, choose, collected, completed_squares, expanded, factored_polynomials, folded_exponentials,
+    Fitted, as_fractions, choose, collected, completed_squares, drop_negligible_terms, expanded, factored_polynomials, folded_exponentials,
     merged_logs, merged_roots, normalized_quotients, over_common_denominators, pareto_front, predict, refitted,
     shared_coefficients, shortened_series, simple_values, snap_constants, summed_angles,
 )
@@ -66,6 +66,20 @@ def test_without_noise_only_the_exact_law_is_as_good_as_the_best() -> None:
     bigger = _fitted(12, TRUTH * (1 + 1e-15), TRUTH)  # as exact, bigger: rounding apart
     front = [near, exact, bigger]
     assert front[choose(front, TRUTH, np.zeros(256))].complexity == 9
+
+
+def test_negligible_terms_are_dropped_at_any_depth_while_the_law_stays_within_rounding() -> None:
+    # velocity addition over one denominator, with v up to 2e8: rounding left -16 beside v**2;
+    # without it the numerator is v*(u + v) and the v cancels. 0.001/x, up to a tenth of the
+    # law's values, stays, and so does a top-level term that matters
+    u, v, x = sympy.symbols("u v x")
+    rng = np.random.default_rng(0)
+    UV = rng.uniform(1e7, 2e8, (256, 2))
+    law = (u * v + v**2 - 16) / (v * (1.11265e-17 * u * v + 1))
+    assert sympy.factor_terms(drop_negligible_terms(law, (u, v), UV)) == (u + v) / (1.11265e-17 * u * v + 1)
+    X = rng.uniform(0.01, 1.0, (256, 1))
+    assert drop_negligible_terms((x**2 + 0.001) / x, (x,), X) == (x**2 + 0.001) / x
+    assert drop_negligible_terms(x + 3e-9 * x**2 + 0.5, (x,), X) == x + 0.5
 
 
 def test_simple_values_go_from_zero_to_the_whole_number_and_quarters_of_the_value_s_decade() -> None:

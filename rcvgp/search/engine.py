@@ -1104,6 +1104,10 @@ class Run:
         for rewrite in rewrites:
             if (merged := rewrite(readable)) is not readable and acceptable(merged):  # equal where the data are
                 readable = merged
+        # Over one denominator, rounding can leave a leftover in a numerator (u*v + v**2 - 16
+        # for v*(u + v), v up to 2e8): taken out, the factor cancels.
+        if (trimmed := drop_negligible_terms(readable, names, X_val)) is not readable and acceptable(tidy(trimmed)):
+            readable = tidy(trimmed)
         on_val = predict(readable, names, X_val)
         shown = dataclasses.replace(law, prediction=on_val, nmse_validation=float(val.losses(on_val[None])[0]),
                                     loss=float(fit_data.losses(predict(readable, names, X_fit)[None])[0]))
