@@ -10,9 +10,10 @@ import sympy
 
 from rcvgp.search.choice import (
     constant_errors,
-    Fitted, as_fractions, choose, collected, completed_squares, drop_negligible_terms, expanded, factored_polynomials, folded_exponentials,
-    merged_logs, merged_roots, normalized_quotients, over_common_denominators, pareto_front, predict, refitted,
-    shared_coefficients, shortened_series, simple_values, snap_constants, summed_angles,
+    Fitted, as_fractions, choose, collected, completed_squares, drop_negligible_terms, expanded,
+    factored_polynomials, folded_exponentials, merged_logs, merged_roots, normalized_quotients,
+    over_common_denominators, pareto_front, predict, refitted, shared_coefficients, shortened_series,
+    simple_values, snap_constants, summed_angles,
 )
 from rcvgp.tree import Expr
 
@@ -140,6 +141,30 @@ def test_snapping_replaces_constants_within_noise_and_keeps_the_rest() -> None:
     values = predict(exact, [x0, x1], X)
     kept = snap_constants(exact, lambda e: bool(np.max(np.abs(predict(e, [x0, x1], X) - values)) < 1e-9))
     assert kept == 3 * x0 + sympy.Float(0.6098) * x1
+
+
+def test_a_phase_within_noise_of_a_quarter_turn_snaps_to_it() -> None:
+    # a travelling wave at 1% came back as 0.01*cos(6.27873*x - 31.4046*t + 4.71335): the phase
+    # is 3*pi/2 as far as the readings tell, and cos(u + 3*pi/2) is sin(u). A phase the readings
+    # pin elsewhere stays, and so does one they cannot pin at all (a wave of amplitude 0)
+    from rcvgp.noisefloor import not_worse
+
+    x, t = sympy.symbols("x t")
+    rng = np.random.default_rng(0)
+    XT = rng.uniform((0.0, 0.0), (1.0, 0.2), (4096, 2))
+    noise = np.full(4096, 7e-5**2)
+
+    def snapped(found: sympy.Expr) -> sympy.Expr:
+        """``found`` snapped against readings of itself at noise 7e-5 (1% of the wave's spread)."""
+        reference = predict(found, [x, t], XT)
+        y = reference + 7e-5 * rng.standard_normal(4096)
+        return snap_constants(found, lambda e: not_worse(y, predict(e, [x, t], XT), reference, noise))
+
+    wave = snapped(0.01 * sympy.cos(6.28 * x - 31.4 * t + 4.71335))
+    assert wave.has(sympy.sin) and not wave.has(sympy.cos)
+    assert np.allclose(predict(wave, [x, t], XT), 0.01 * np.sin(6.28 * XT[:, 0] - 31.4 * XT[:, 1]), rtol=0, atol=1e-15)
+    assert snapped(0.01 * sympy.cos(6.28 * x - 31.4 * t + 1.8708)).has(sympy.Float(1.8708))
+    assert not snapped(0.01 * sympy.sin(6.28 * x - 31.4 * t) + 1e-9 * sympy.cos(x + t + 1.5)).has(sympy.pi)
 
 
 def test_constants_the_data_pin_down_only_together_snap_with_the_others_refitted() -> None:

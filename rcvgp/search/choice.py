@@ -190,15 +190,29 @@ def snap_constants(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], refit
     def law(fixed: Snaps, at: dict[sympy.Symbol, float]) -> sympy.Expr:
         return body.xreplace(fixed).xreplace({k: sympy.Float(v) for k, v in at.items()})
 
+    phases = {c for f in body.atoms(sympy.sin, sympy.cos) if f.args[0].is_Add for c in f.args[0].args if c in values}
     for c in symbols:
         if c not in body.xreplace(snapped).free_symbols:
             continue  # gone with an earlier snap
-        for value in simple_values(values[c]):
+        for value, beside in _candidates(values[c], phase=c in phases):
             fixed, at = trial(c, value)
-            if accept(law(fixed, at)) and all(not accept(law(*trial(c, v))) for v in _neighbours(value)):
+            if accept(law(fixed, at)) and all(not accept(law(*trial(c, v))) for v in beside):
                 snapped, values = fixed, at
                 break
     return law(snapped, values)
+
+
+def _candidates(value: float, phase: bool) -> list[tuple[sympy.Expr, list[sympy.Expr]]]:
+    """What :func:`snap_constants` tries for a float: each of :func:`simple_values`, with the
+    :func:`_neighbours` the data must refuse for it; for the phase of a sine or cosine, the
+    nearest multiple of pi/2 too, after 0 (``cos(t + 3*pi/2)`` is ``sin(t)``), with the multiples
+    of pi/4 beside it to refuse."""
+    out: list[tuple[sympy.Expr, list[sympy.Expr]]] = [(v, _neighbours(v)) for v in simple_values(value)]
+    quarter_turns = round(value / (math.pi / 2)) if math.isfinite(value) else 0
+    if phase and quarter_turns:
+        near = quarter_turns * sympy.pi / 2
+        out.insert(1, (near, [near - sympy.pi / 4, near + sympy.pi / 4]))
+    return out
 
 
 def refitted(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], constants: dict[sympy.Symbol, float],
