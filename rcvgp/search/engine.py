@@ -700,7 +700,7 @@ class Run:
             g = self.grammar(ind.controlled, ind.settled)
             pieces = _pieces(g)
             open_ = [i for i in ind.expr.const_positions if not ind.expr.frozen[i]]
-            read = self._read(ind, [piece for piece, _ in pieces]) if len(open_) == ind.fit.constants.shape[1] else {}
+            read = self._read(ind, [piece for piece, _ in pieces])
 
             def grown_at(assigned: dict[int, Expr]) -> tuple[Expr, np.ndarray | None]:
                 """The seed with its j-th open constant made ``assigned[j]``, and the start the

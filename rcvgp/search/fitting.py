@@ -38,8 +38,8 @@ class FitJob(NamedTuple):
     """One tree to fit on one data set.
 
     ``threshold``: the fitness a screened tree must reach to get its full fit; ``init``: starting
-    values (K, n_consts) or (n_consts,), e.g. its parent's, or several (S, K, n_consts); ``seed``: the random stream of a
-    stochastic optimiser (None for the others, which draw nothing).
+    values (K, n_consts) or (n_consts,), e.g. its parent's, or several (S, K, n_consts); ``seed``:
+    the random stream of a stochastic optimiser (None for the others, which draw nothing).
     """
 
     tokens: tuple[str, ...]
