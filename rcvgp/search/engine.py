@@ -108,7 +108,7 @@ class Lab:
     (``x_scale``): a law in other units of its variables is the same search. y is left in its
     units: the constants that scale it are fitted by least squares whatever its scale, and
     dividing it by a power of ten cost exact recoveries of laws whose terms have coefficient 1
-    (livermore2-n4, seed 0: 9 instead of 14 of 25; benchmarks/RESULTS.md, "Not kept").
+    (livermore2-n4, seed 0: 9 instead of 14 of 25; benchmarks/history.md, "The noise-aware engine").
 
     ``reserve`` points of the budget are kept for the final fit, validation and test sets, so a
     spent budget still ends with a scored result.
