@@ -217,6 +217,7 @@ def fit_constants(
     lin = list(linear_constants(tokens))
     nonlin = [k for k in range(n_consts) if k not in set(lin)]
     given = np.full(n_consts, np.nan) if init is None else np.asarray(init, dtype=float)
+    # (Indexed by a list: each a copy of its own, which the optimisers may write to.)
     thetas = [np.broadcast_to(one, (K, n_consts))[:, nonlin] for one in (given if given.ndim == 3 else [given])]
     problem = _Projected(tokens, trials, lin, nonlin)
     if not nonlin:
@@ -243,7 +244,7 @@ def fit_constants(
     # From each start given; where one has no value, from where a scan finds the least loss,
     # and a shift of a variable from a second start too (:meth:`_Projected.starts`); the better
     # fit kept per trial.
-    starts = [s for theta in thetas for s in (problem.starts(theta) if np.isnan(theta).any() else [theta.copy()])]
+    starts = [s for theta in thetas for s in (problem.starts(theta) if np.isnan(theta).any() else [theta])]
     theta, losses, linear = optimised(starts[0])
     for start in starts[1:]:
         other, other_losses, other_linear = optimised(start)

@@ -647,8 +647,8 @@ def drop_negligible_terms(
         if not (np.isfinite(whole).all() and budget > 0):
             return expr
         while True:
-            # A term is a candidate where it never reaches a thousandth of its sum (the law's
-            # change is what decides): a few evaluations of the whole law, not one per term.
+            # A term is a candidate where it never reaches a thousandth of its sum; the whole law
+            # is evaluated only for those, and its change decides.
             small = []
             for total in dict.fromkeys(e for e in sympy.preorder_traversal(expr) if e.is_Add):
                 size = np.max(np.abs(predict(total, symbols, X)))

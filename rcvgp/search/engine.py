@@ -705,17 +705,15 @@ class Run:
             def grown_at(assigned: dict[int, Expr]) -> tuple[Expr, np.ndarray | None]:
                 """The seed with its j-th open constant made ``assigned[j]``, and the start the
                 samples give it (None if they do not give one for every piece)."""
-                child, columns, known = ind.expr, [], True
-                for j in reversed(range(len(open_))):  # from the end: the positions before stay put
-                    if j in assigned:
-                        child = child.replace(open_[j], assigned[j])
-                        found = read.get((j, assigned[j].tokens))
-                        known = known and found is not None
-                        piece_start = np.empty(0) if found is None else found[1]
-                        columns.append(np.broadcast_to(piece_start, (len(ind.fit.constants), len(piece_start))))
-                    else:
-                        columns.append(ind.fit.constants[:, [j]])
-                return child, np.hstack(columns[::-1]) if known else None
+                child = ind.expr
+                for j in sorted(assigned, reverse=True):  # from the end: the positions before stay put
+                    child = child.replace(open_[j], assigned[j])
+                found = {j: read.get((j, piece.tokens)) for j, piece in assigned.items()}
+                if any(f is None for f in found.values()):
+                    return child, None
+                K = len(ind.fit.constants)
+                return child, np.hstack([np.broadcast_to(f[1], (K, len(f[1]))) if (f := found.get(j)) is not None
+                                         else ind.fit.constants[:, [j]] for j in range(len(open_))])
 
             # Each open constant alone, and all of them at once: the variable freed may change
             # several (c/(x2 + c) of a Michaelis-Menten law has S in both), which one at a time
