@@ -121,10 +121,15 @@ class Floor:
 
     ``expected`` (K,) is the NMSE a perfect model scores on each trial, from the noise alone, and
     ``level`` (K,) the loss below which a trial's fit cannot be told from a perfect one.
+    ``distinct`` is the rise in mean loss by which the trials tell one fit worse than another,
+    and ``per_constant`` the loss a constant fitted to each trial is charged when they do
+    (Schwarz's BIC: log(n) times the noise's part per point).
     """
 
     expected: np.ndarray
     level: np.ndarray
+    distinct: float
+    per_constant: float
 
     @property
     def mean_expected(self) -> float:
@@ -149,6 +154,17 @@ def floor_levels(noise_var: np.ndarray | None, mask: np.ndarray, spread: np.ndar
     ``sqrt(2 * sum(v**2)) / sum(v)`` for readings of variance ``v`` (``sqrt(2 / n)`` when they are
     alike), and its expected value is known to ``uncertainty``: the level is :data:`Z` of both
     above it.
+
+    Two fits of the same points are compared more finely than either is with the noise, whose
+    size need not be known to that end: the noise moves the difference of their losses by a
+    standard error of about ``2 * sqrt(expected * rise / n)`` on a trial of ``n`` points, for a
+    rise in loss of ``rise`` (as in :func:`not_worse`, whose test this is with the prediction's
+    difference taken from the rise). Over K trials the rise is told apart where it exceeds :data:`Z`
+    of those, from ``4 * Z**2 * sum(expected / n) / K**2`` (``distinct``). But each constant
+    fitted to every trial lowers the loss by about ``sum(expected / n) / K`` by fitting the noise
+    alone: two such constants make up ``distinct`` at K = 18, and a search tries many trees. So
+    each constant is charged BIC's ``sum(log(n) * expected / n) / K`` (``per_constant``) before
+    fits are compared so.
     """
     n = np.maximum(mask.sum(axis=1), 1)
     if noise_var is None:
@@ -163,7 +179,9 @@ def floor_levels(noise_var: np.ndarray | None, mask: np.ndarray, spread: np.ndar
         expected = np.where(np.isfinite(expected), expected, 0.0)
         spread_rel = np.where(np.isfinite(spread_rel), spread_rel, 0.0)
     level = EXACT_LOSS + expected * (1.0 + Z * np.sqrt(spread_rel**2 + uncertainty**2))
-    return Floor(expected, level)
+    distinct = EXACT_LOSS + 4.0 * Z**2 * float(np.sum(expected / n)) / len(n) ** 2
+    per_constant = float(np.mean(np.log(n) * expected / n))
+    return Floor(expected, level, distinct, per_constant)
 
 
 def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise_var: np.ndarray) -> bool:

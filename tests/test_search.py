@@ -13,7 +13,7 @@ import pytest
 import sympy
 
 from rcvgp.benchmarks import get_benchmark
-from rcvgp.constants import FitResult, Trials, linear_constants
+from rcvgp.constants import FitResult, Trials, fit_constants, linear_constants
 from rcvgp.errors import ConfigError, OracleError
 from rcvgp.evaluate import evaluate
 from rcvgp.metrics import is_exact
@@ -327,7 +327,7 @@ def test_trees_as_small_at_the_floor_rank_by_their_constants_then_their_fit_beyo
     from rcvgp.search.engine import _rank
 
     def at_floor(tokens: str, loss: float) -> Individual:
-        floor = Floor(expected=np.full(2, 1e-4), level=np.full(2, 2e-4))
+        floor = Floor(expected=np.full(2, 1e-4), level=np.full(2, 2e-4), distinct=1e-4, per_constant=0.0)
         fit = FitResult(np.full(2, loss), np.zeros((2, 0)), 1, floor)
         return Individual(Expr(tuple(tokens.split())), frozenset({1}), (frozenset({1}),), fit)
 
@@ -339,6 +339,28 @@ def test_trees_as_small_at_the_floor_rank_by_their_constants_then_their_fit_beyo
     # exact fits (their losses rounding alone): the order they came in, whatever rounding says
     first, second = at_floor("mul c x0", 1e-31), at_floor("mul x0 c", 1e-32)
     assert [ind.expr for ind in _rank([first, second])] == [first.expr, second.expr]
+
+
+@pytest.mark.parametrize("term", [0.05, 0.0])
+def test_fits_at_the_floor_that_the_last_round_tells_apart_rank_by_their_fit(term: float) -> None:
+    """A term worth an eighth of the noise's variance hides under each trial's floor (the level
+    allows for how little is known of the noise and how a trial of 512 points scatters), but the
+    2,048 points show it: with no variable held the tree with it ranks first. A term that fits
+    only the noise does not; nor, in a round with a variable held, does one that fits better."""
+    from rcvgp.search.engine import _rank
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0.0, 1.0, size=(4, 512, 2))
+    y = X[..., 0] + term * X[..., 1] + np.sqrt(1.7e-3) * rng.standard_normal((4, 512))
+    trials = Trials(X, y, noise_var=np.full(y.shape, 1.7e-3), uncertainty=0.1)
+    fits = [(Expr(tuple(t.split())), fit_constants(tuple(t.split()), trials))
+            for t in ("add mul c x0 c", "add add mul c x0 mul c x1 c")]
+    assert all(fit.at_floor for _, fit in fits)
+    for held in (frozenset[int](), frozenset({2})):
+        small, big = (Individual(expr, held, (held,), fit) for expr, fit in fits)
+        first = big if term and not held else small
+        assert _rank([small, big])[0] is first
+        assert _rank([big, small])[0] is first
 
 
 def test_the_first_round_starts_with_the_constant_grown_into_each_piece() -> None:
