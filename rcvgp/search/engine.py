@@ -63,10 +63,6 @@ _REPLICATE_STREAM = 0x4E015E
 #: twice the noise floor): a deletion that keeps an exact fit exact is near-exact from the
 #: parent's constants already.
 _PRUNE_SCREEN = 1e-6
-#: A final entry's subtree goes where the tree without it fits the data this close to as well
-#: (relative), whatever the validation points say: the subtree did nothing (exp(c) + c, two
-#: constants of 1e12 that cancel to leave 2.02; the validation points' verdict is rounding's).
-_SAME_FIT = 1e-9
 #: FreezeEquation's factoring: the trials' curves must be offsets and scales of one curve to
 #: within this fraction of their variance (exact fits are ~1e-30; a missing term is ~1e-3).
 _AFFINE_TOL = 1e-10
@@ -364,11 +360,9 @@ def _scores(pop: Sequence[Individual]) -> list[float]:
     ``distinct`` and ``per_constant``), is not at the floor, its score the difference.
 
     The floor's level has to allow for what is not known of the noise (its size, from a few
-    hundred replicates; how its sum of squares over a trial scatters), and a term worth a fifth
-    of the noise's variance passes under it (livermore2/Vars4-19's x3/x2 at 1%, 1.4 times the
-    noise's NMSE on the last round's 256 points). Two fits of the same readings share their
-    noise, and neither matters to their difference, which shows the term. Earlier rounds keep
-    the floor alone: there a better fit
+    hundred replicates; how a trial of a few hundred points scatters), and a term worth a fifth
+    of the noise's variance passes under it (livermore2/Vars4-19's x3/x2 at 1%) where the last
+    round's thousands of points show it. Earlier rounds keep the floor alone: there a better fit
     is not a tree that grows better, and ranking by it bloated trees that their later rounds
     could not mend (feynman/bonus.3 and I.50.26 at 1%)."""
     merit = [ind.fitness + ind.expr.n_consts * ind.fit.floor.per_constant for ind in pop]
@@ -1252,16 +1246,14 @@ class Run:
         """The fit with every subtree made one constant, and every operator replaced by one of
         its children, where that leaves it not distinguishably worse on the validation points
         (biggest subtrees first, each compared with the fit as it came, so that small losses
-        cannot add up), or fitting ``data`` as well (:data:`_SAME_FIT`): far from the floor, any
-        change of a near-fit's prediction is distinguishable, even rounding's."""
+        cannot add up)."""
         law, shrunk = entry, True
         while shrunk:
             shrunk = False
             for child in deletions(law.expr) + hoists(law.expr):
                 init = inherited_constants(law.expr, law.constants[None], child)
                 fitted = self._fitted(child, init[0], law.schedule, data, val)
-                if (fitted.loss <= entry.loss * (1 + _SAME_FIT)
-                        or not_worse(val.y[0], fitted.prediction, entry.prediction, noise)):
+                if not_worse(val.y[0], fitted.prediction, entry.prediction, noise):
                     law, shrunk = fitted, True
                     break
         return law
