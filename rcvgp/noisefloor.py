@@ -162,9 +162,8 @@ def floor_levels(noise_var: np.ndarray | None, mask: np.ndarray, spread: np.ndar
     difference taken from the rise). Over K trials the rise is told apart where it exceeds :data:`Z`
     of those, from ``4 * Z**2 * sum(expected / n) / K**2`` (``distinct``). But each constant
     fitted to every trial lowers the loss by about ``sum(expected / n) / K`` by fitting the noise
-    alone: two such constants make up ``distinct`` at K = 18, and a search tries many trees. So
-    each constant is charged BIC's ``sum(log(n) * expected / n) / K`` (``per_constant``) before
-    fits are compared so.
+    alone, and a search tries many trees: each constant is charged BIC's
+    ``sum(log(n) * expected / n) / K`` (``per_constant``) before fits are compared so.
     """
     n = np.maximum(mask.sum(axis=1), 1)
     if noise_var is None:

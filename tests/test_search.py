@@ -345,7 +345,8 @@ def test_trees_as_small_at_the_floor_rank_by_their_constants_then_their_fit_beyo
 def test_fits_at_the_floor_that_the_last_round_tells_apart_rank_by_their_fit(term: float) -> None:
     """A term worth an eighth of the noise's variance hides under each trial's floor (the level
     allows for how little is known of the noise and how a trial of 512 points scatters), but the
-    2,048 points show it: with no variable held the tree with it ranks first. A term that fits
+    two fits of the same points differ by it plainly: with no variable held the tree with it
+    ranks first. A term that fits
     only the noise does not; nor, in a round with a variable held, does one that fits better."""
     from rcvgp.search.engine import _rank
 
