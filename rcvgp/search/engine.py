@@ -364,9 +364,8 @@ def _scores(pop: Sequence[Individual]) -> list[float]:
     of the noise's variance passes under it (livermore2/Vars4-19's x3/x2 at 1%, 1.4 times the
     noise's NMSE on the last round's 256 points). Two fits of the same readings share their
     noise, and neither matters to their difference, which shows the term. Earlier rounds keep
-    the floor alone: there a better fit
-    is not a tree that grows better, and ranking by it bloated trees that their later rounds
-    could not mend (feynman/bonus.3 and I.50.26 at 1%)."""
+    the floor alone: there a better fit is not a tree that grows better, and ranking by it
+    bloated trees that their later rounds could not mend (feynman/bonus.3 and I.50.26 at 1%)."""
     merit = [ind.fitness + ind.expr.n_consts * ind.fit.floor.per_constant for ind in pop]
     best: dict[frozenset[int], float] = {}
     for ind, m in zip(pop, merit):
