@@ -815,8 +815,8 @@ class Run:
         cfg, rng = self.config, self.rng
         size = max(len(pop), cfg.population)
         steady = 0
+        score = _scores(pop)
         for gen in range(n_generations):
-            score = _scores(pop)
             best_before = _rank_key(pop[0], score[0]) if pop else None
             survive = max(ind.fitness for ind in pop) if len(pop) >= size else math.inf
             # Mates share the controlled set and the settled variables, so that a swapped subtree
@@ -852,7 +852,8 @@ class Run:
             self.current = pop
             self.record(pop)
             self.report(gen + 1, pop)
-            best = _rank_key(pop[0], _scores(pop)[0])
+            score = _scores(pop)
+            best = _rank_key(pop[0], score[0])
             found = not pop[0].controlled and best[0] == 0  # the last round, at the floor
             steady = steady + 1 if found and best == best_before else 0
             if steady >= _FLOOR_PATIENCE:
