@@ -16,9 +16,11 @@ from rcvgp.benchmarks import get_benchmark
 from rcvgp.constants import FitResult, Trials, fit_constants, linear_constants
 from rcvgp.errors import ConfigError, OracleError
 from rcvgp.evaluate import evaluate
-from rcvgp.metrics import is_exact
+from rcvgp.metrics import is_exact, regression_metrics
+from rcvgp.noisefloor import not_worse
 from rcvgp.oracle import CallableOracle, OracleSpec, Variable
 from rcvgp.search import METHODS, Progress, SearchConfig, SearchResult, run_search
+from rcvgp.search.choice import Fitted
 from rcvgp.search.engine import Individual, Run, StopSearch, _linearized, inherited_constants, summary_constants
 from rcvgp.search.racing import _split
 from rcvgp.simulate import SimulatedOracle
@@ -131,6 +133,49 @@ def test_pruning_deletes_the_subtrees_an_exact_fit_does_not_need() -> None:
     assert run.pruned(needed) is needed
     frozen = run.individual(Expr(bloated.tokens, (True,) * 3 + (False,) + (True,) * 8), held, (held,))
     assert run.pruned(frozen).expr == frozen.expr
+
+
+def test_a_final_entry_loses_a_subtree_that_fits_the_data_no_better_though_far_from_the_floor() -> None:
+    # a pendulum's period at 0.1% noise, fitted without its amplitude: (c + c)*sqrt(L) is one
+    # constant written as two (a fit left exp(c) + c, two constants of 1e12 that cancel to 2.02,
+    # which a refit cannot move). Far from the floor, the validation points tell any change of a
+    # prediction: by them the one constant fitted to the data is worse than the two that happen
+    # to fit the validation points best, yet it fits the data as well as they do.
+    spec = OracleSpec((Variable("L", 0.2, 2.0), Variable("th", 0.05, 0.6)), name="test:pendulum")
+    oracle = CallableOracle(lambda X: np.sqrt(X[:, 0]) * (2.006 + 0.1254 * X[:, 1] ** 2), spec)
+    run = Run("racing", oracle, SearchConfig(noise_std=2e-3), seed=0)
+    data, val = run.lab.fresh_points(1024, reserved=True), run.lab.fresh_points(256, reserved=True)
+    assert run.lab.noise is not None
+    noise = run.lab.noise.variance(val.y[0])
+    root = np.sqrt(val.X[0][:, 0])
+    best = float(root @ val.y[0] / (root @ root))  # the one constant the validation points like best
+    two = Expr(("mul", "add", "c", "c", "sqrt", "x0"))
+    constants = np.array([best - 1.0, 1.0])
+    loss = float(data.losses(evaluate(two.tokens, data.X[0], constants)[None])[0])
+    prediction = evaluate(two.tokens, val.X[0], constants)
+    junk = Fitted(two, constants, (frozenset(),), loss, prediction, regression_metrics(val.y[0], prediction)["nmse"])
+    one = run._fitted(Expr(("mul", "c", "sqrt", "x0")), None, (frozenset(),), data, val)
+    assert junk.nmse_validation > 1e-4 and not not_worse(val.y[0], one.prediction, junk.prediction, noise)
+    assert run._pruned_law(junk, data, val, noise).expr == one.expr
+
+
+def test_a_final_entry_keeps_a_term_its_data_do_not_show_where_the_other_readings_do() -> None:
+    # y = x0 + x1, fitted to readings all taken at x1 = 0: without its x1 term the tree fits
+    # them as well, but the validation points, spread over x1, show the term.
+    spec = OracleSpec((Variable("x0", 1.0, 2.0), Variable("x1", -1.0, 1.0)), name="test:plane")
+    run = Run("racing", CallableOracle(lambda X: X[:, 0] + X[:, 1], spec), SearchConfig(noise_std=1e-3), seed=0)
+    X = np.column_stack([np.linspace(1.0, 2.0, 512), np.zeros(512)])
+    data = run.lab._with_noise(*run.lab.measure(X, reserved=True))
+    val = run.lab.fresh_points(256, reserved=True)
+    assert run.lab.noise is not None
+    noise = run.lab.noise.variance(val.y[0])
+    plane, one = Expr(("add", "x0", "mul", "c", "x1")), np.ones(1)
+    loss = float(data.losses(evaluate(plane.tokens, data.X[0], one)[None])[0])
+    prediction = evaluate(plane.tokens, val.X[0], one)
+    law = Fitted(plane, one, (frozenset(),), loss, prediction, regression_metrics(val.y[0], prediction)["nmse"])
+    without = run._fitted(Expr(("x0",)), None, (frozenset(),), data, val)
+    assert without.loss <= law.loss * (1 + 1e-9) and law.nmse_validation < 1e-6 < without.nmse_validation
+    assert run._pruned_law(law, data, val, noise).nmse_validation < 1e-6  # x0 + x1, say
 
 
 def test_pruning_stops_at_the_time_cap() -> None:

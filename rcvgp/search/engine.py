@@ -37,7 +37,7 @@ from rcvgp.search.base import (
     Candidate, Progress, ProgressCallback, ScheduleStats, SearchConfig, SearchResult, TestPoints, rounds_not_run,
 )
 from rcvgp.search.choice import (
-    Fitted, best_of, choose, collected, completed_squares, constant_errors, drop_negligible_terms, expanded,
+    SAME_FIT, Fitted, best_of, choose, collected, completed_squares, constant_errors, drop_negligible_terms, expanded,
     factored_polynomials, folded_exponentials, front_of, merged_logs, merged_roots, normalized_quotients,
     over_common_denominators, pareto_front, predict, refitted, shared_coefficients, shortened_series, snap_constants,
     summed_angles, tidy,
@@ -1248,14 +1248,32 @@ class Run:
         """The fit with every subtree made one constant, and every operator replaced by one of
         its children, where that leaves it not distinguishably worse on the validation points
         (biggest subtrees first, each compared with the fit as it came, so that small losses
-        cannot add up)."""
+        cannot add up), or where the subtree did nothing: the tree without it fits ``data`` as
+        well (:data:`~rcvgp.search.choice.SAME_FIT`) and is not distinguishably worse on all
+        the readings.
+
+        Far from the noise floor, two fits of an approximation differ on the validation points
+        by which of them happens to suit those points: ``(exp(c) + c)*sqrt(L)``, two constants
+        of 1e12 cancelling that no refit can move, read a little better there than ``c*sqrt(L)``
+        refitted. Fitting as well alone is not enough: an exponential fitted where it is small
+        can fit its data to rounding and read 1e58 at a validation point."""
+        assert self.lab.noise is not None
+        y = np.concatenate([data.y[0], val.y[0]])
+        every_noise = np.concatenate([self.lab.noise.variance(data.y[0]), noise])
+
+        def everywhere(fit: Fitted) -> np.ndarray:
+            return np.concatenate([evaluate(fit.expr.tokens, data.X[0], fit.constants), fit.prediction])
+
+        on_all = everywhere(entry)
         law, shrunk = entry, True
         while shrunk:
             shrunk = False
             for child in deletions(law.expr) + hoists(law.expr):
                 init = inherited_constants(law.expr, law.constants[None], child)
                 fitted = self._fitted(child, init[0], law.schedule, data, val)
-                if not_worse(val.y[0], fitted.prediction, entry.prediction, noise):
+                if (not_worse(val.y[0], fitted.prediction, entry.prediction, noise)
+                        or fitted.loss <= entry.loss * (1 + SAME_FIT)
+                        and not_worse(y, everywhere(fitted), on_all, every_noise)):
                     law, shrunk = fitted, True
                     break
         return law
