@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+import math
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from rcvgp.search.choice import (
     Fitted, as_fractions, choose, collected, completed_squares, drop_negligible_terms, expanded,
     factored_polynomials, folded_exponentials, merged_logs, merged_roots, normalized_quotients,
     over_common_denominators, pareto_front, predict, refitted, shared_coefficients, shortened_series,
-    simple_values, snap_constants, summed_angles,
+    joined_phases, simple_values, snap_constants, summed_angles, written_digits,
 )
 from rcvgp.tree import Expr
 
@@ -348,6 +349,30 @@ def test_products_of_sines_and_cosines_of_a_sum_are_written_as_one() -> None:
     assert summed_angles(x0 + sympy.sin(a) * sympy.sin(x3) - sympy.cos(a) * sympy.cos(x3)) == x0 - sympy.cos(a + x3)
     for other in (sympy.sin(x0) * sympy.cos(x2) + x3, sympy.Float(0.8) * sympy.sin(x0) - sympy.Float(0.59) * sympy.cos(x0)):
         assert summed_angles(other) is other
+
+
+def test_a_sine_and_a_cosine_of_one_argument_with_the_same_factors_in_one_ratio_join_with_a_phase() -> None:
+    a, x, t = sympy.symbols("a x t", positive=True)
+    halves = expanded(a * ((0.540302 * a - 0.270151) * sympy.sin(x) + (0.841471 * a - 0.420735) * sympy.cos(x)))
+    X = np.random.default_rng(0).uniform((0.5, -3.0), (2.0, 3.0), (256, 2))
+    for func in (sympy.sin, sympy.cos):
+        joined = joined_phases(halves, func)
+        assert len(joined.atoms(sympy.sin, sympy.cos)) == 1 and joined.has(func)
+        assert np.allclose(predict(joined, [a, x], X), predict(halves, [a, x], X), rtol=0, atol=1e-5)
+    (wave,) = joined_phases(halves).atoms(sympy.sin)
+    assert abs(float(wave.args[0] - x) - 1.0) < 1e-5  # sin(x + 1), its phase for the snapping
+    # arguments fitted apart join at their mean; factors in no one ratio, or a lone sine, do not
+    apart = 0.6 * a * sympy.sin(1.9999 * t) + 0.8 * a * sympy.cos(2.0001 * t)
+    assert joined_phases(apart).atoms(sympy.sin) == {sympy.sin(sympy.Float(2.0) * t + sympy.Float(math.atan2(0.8, 0.6)))}
+    for other in (a * sympy.sin(x) + sympy.cos(x), 0.3 * a * sympy.sin(x) + x * sympy.cos(x), a * sympy.sin(x) + x):
+        assert joined_phases(other) is other
+
+
+def test_written_digits_count_what_a_reader_sees_of_the_floats() -> None:
+    t = sympy.Symbol("t")
+    assert written_digits(sympy.cos(3 * t + sympy.Float(0.7))) == 1
+    assert written_digits(sympy.sin(3 * t - sympy.Float(0.870796326794896))) == 6
+    assert written_digits(sympy.Rational(1, 2) * t) == 0
 
 
 def test_refitting_leaves_constants_as_given_where_the_fit_cannot_improve_them() -> None:

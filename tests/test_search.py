@@ -261,6 +261,28 @@ def test_the_final_fit_reopens_the_constants_freeze_fixed() -> None:
     assert is_exact(result.best.sympy_expr, "x0*x1 + sin(x2)"), result.best.expression
 
 
+@pytest.mark.parametrize("noise", [0.0, 0.01])
+def test_a_phase_fitted_as_a_sine_and_a_cosine_is_written_as_one(noise: float) -> None:
+    # a damped wave whose phase the search fitted as a sine and a cosine of the same factors:
+    # the law reads with one cosine and its phase snapped, noiseless and at 1% noise alike
+    spec = OracleSpec((Variable("A", 0.5, 2.0), Variable("t", 0.0, 3.0)), name="test:wave")
+    rng = np.random.default_rng(1)
+
+    def wave(X: np.ndarray) -> np.ndarray:
+        y = X[:, 0] * (X[:, 0] - 0.5) * np.cos(2 * X[:, 1] + 0.7)
+        return y + noise * 0.4 * rng.standard_normal(len(y))  # 0.4: about the spread of y
+
+    config = dataclasses.replace(TINY, operators=("add", "mul", "sin", "cos"), n_validation=256, n_test=256)
+    run = Run("racing", CallableOracle(wave, spec), config, seed=0)
+    factors = ("add", "mul", "c", "mul", "x0", "x0", "mul", "c", "x0")
+    halves = ("add", "mul", *factors, "sin", "mul", "2.0", "x1", "mul", *factors, "cos", "mul", "2.0", "x1")
+    frozen = tuple(token == "2.0" for token in halves)  # the frequency as an earlier round left it
+    run.record([run.individual(Expr(halves, frozen), frozenset(), (frozenset(),))])
+    result = run.finish("completed")
+    assert len(result.best.sympy_expr.atoms(sympy.sin, sympy.cos)) == 1, result.best.expression
+    assert is_exact(result.best.sympy_expr, "A*(A - 0.5)*cos(2*t + 0.7)", variables=spec.variables), result.best.expression
+
+
 def test_edits_of_a_frozen_tree_bring_in_only_variables_freed_since() -> None:
     # c*x0 + c frozen but for its summary constant, when x0 alone was free; now x1 is free too
     config = SearchConfig(operators=("add", "mul", "sin"), population=20, batch=16, n_trials=2)

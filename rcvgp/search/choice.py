@@ -34,7 +34,7 @@ __all__ = [
     "Refit", "snap_constants", "refitted", "shortened_series", "as_fractions", "predict", "expanded",
     "drop_negligible_terms", "normalized_quotients", "tidy", "completed_squares", "merged_roots", "collected",
     "merged_logs", "folded_exponentials", "factored_polynomials", "over_common_denominators",
-    "shared_coefficients", "summed_angles", "constant_errors",
+    "shared_coefficients", "summed_angles", "joined_phases", "written_digits", "with_floats_refitted", "constant_errors",
 ]
 
 #: Largest denominator of the fractions a constant may snap to: halves, thirds and quarters are
@@ -171,10 +171,8 @@ def snap_constants(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], refit
     is judged with the others at their best: constants the data tell only together (a charging
     curve's amplitude and rate, fitted to 4.998 and 99.87 at 1% noise) are each refused when
     snapped alone with the other left where the joint fit put it."""
-    floats = sorted(expr.atoms(sympy.Float), key=lambda f: (-abs(float(f)), float(f)))
-    symbols = [sympy.Dummy(f"c{i}") for i in range(len(floats))]
-    body = expr.xreplace(dict(zip(floats, symbols)))  # the law over its constants, for every trial
-    values = {c: float(f) for c, f in zip(symbols, floats)}
+    body, values = _over_constants(expr)  # the law over its constants, for every trial
+    symbols = list(values)
     Snaps = dict[sympy.Symbol, sympy.Number]
     snapped: Snaps = {}
 
@@ -200,6 +198,22 @@ def snap_constants(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], refit
                 snapped, values = fixed, at
                 break
     return law(snapped, values)
+
+
+def _over_constants(expr: sympy.Expr) -> tuple[sympy.Expr, dict[sympy.Symbol, float]]:
+    """``expr`` with a symbol for each of its floats (the largest first), and their values."""
+    floats = sorted(expr.atoms(sympy.Float), key=lambda f: (-abs(float(f)), float(f)))
+    symbols = [sympy.Dummy(f"c{i}") for i in range(len(floats))]
+    return expr.xreplace(dict(zip(floats, symbols))), {c: float(f) for c, f in zip(symbols, floats)}
+
+
+def with_floats_refitted(expr: sympy.Expr, refit: Refit) -> sympy.Expr:
+    """``expr`` with all its floats fitted again (a form built from another fit's constants)."""
+    body, values = _over_constants(expr)
+    if not values:
+        return expr
+    at = {**values, **refit(body, values, list(values))}
+    return body.xreplace({k: sympy.Float(v) for k, v in at.items()})
 
 
 def _candidates(value: float, phase: bool) -> list[tuple[sympy.Expr, list[sympy.Expr]]]:
@@ -364,6 +378,64 @@ def completed_squares(expr: sympy.Expr) -> sympy.Expr:
     except (TypeError, ValueError, RecursionError, sympy.PolynomialError):
         return expr
     return rewritten if rewritten != merged else expr
+
+
+def joined_phases(expr: sympy.Expr, func: type[sympy.Function] = sympy.sin) -> sympy.Expr:
+    """``expr``, a sum, with the sine and cosine terms of each argument joined into ``func`` of
+    the argument plus a phase, where the two carry the same factors in one ratio: a phase the
+    search fitted as a sine and a cosine (``(0.540*a - 0.270)*sin(x) + (0.841*a - 0.421)*cos(x)``,
+    multiplied out) reads ``(a - 0.5)*sin(x + 1.0)``, multiplied out, its phase a constant to
+    snap. The ratio is the common direction of the pairs of coefficients (least squares on
+    both); arguments alike but for their floats (``sin(1.9999*t)``, ``cos(2.0001*t)``, fitted
+    apart from noisy readings) join at their mean. The caller judges the result on the data.
+    ``expr`` itself if no pair is.
+
+    ``func`` is the form asked for (``sin(x + 1)`` is ``cos(x - 0.5708)``: which one's phase
+    snaps, only the data can tell); its phase lies in (-pi/2, pi/2]."""
+    def floats(e: sympy.Expr) -> list[sympy.Float]:
+        return [a for a in sympy.preorder_traversal(e) if isinstance(a, sympy.Float)]
+
+    parts: dict[sympy.Expr, dict[type, dict[sympy.Expr, dict[sympy.Expr, float]]]] = {}
+    for t in sympy.Add.make_args(expr):
+        trig = [f for f in sympy.Mul.make_args(t) if isinstance(f, (sympy.sin, sympy.cos))]
+        if len(trig) != 1:
+            continue
+        k, rest = (t / trig[0]).as_coeff_Mul()
+        if not k.is_Rational and not k.is_Float:
+            continue
+        u = trig[0].args[0]
+        shape = u.xreplace({f: _ANY_FLOAT for f in floats(u)})
+        by_func = parts.setdefault(shape, {sympy.sin: {}, sympy.cos: {}})
+        by_func[trig[0].func].setdefault(u, {})[rest] = float(k)
+    out = expr
+    for by_func in parts.values():
+        if len(by_func[sympy.sin]) != 1 or len(by_func[sympy.cos]) != 1:
+            continue
+        (u_sin, s), (u_cos, c) = by_func[sympy.sin].popitem(), by_func[sympy.cos].popitem()
+        if s.keys() != c.keys():
+            continue
+        u = u_sin.xreplace({a: sympy.Float((float(a) + float(b)) / 2) for a, b in zip(floats(u_sin), floats(u_cos))})
+        factors = list(s)
+        pairs = np.array([[s[m], c[m]] for m in factors])
+        # s_m*sin(u) + c_m*cos(u) = a_m*sin(u + phi) with (s_m, c_m) = a_m*(cos(phi), sin(phi)).
+        phi = 0.5 * math.atan2(2 * pairs[:, 0] @ pairs[:, 1], pairs[:, 0] @ pairs[:, 0] - pairs[:, 1] @ pairs[:, 1])
+        amplitudes = pairs @ np.array([math.cos(phi), math.sin(phi)])
+        if func is sympy.cos:  # a*sin(u + phi) = a*cos(u + phi - pi/2), the phase brought back into range
+            phi, amplitudes = (phi - math.pi / 2, amplitudes) if phi > 0 else (phi + math.pi / 2, -amplitudes)
+        wave = func(u + sympy.Float(phi))
+        old = sympy.Add(*(k * m * sympy.sin(u_sin) for m, k in s.items()), *(k * m * sympy.cos(u_cos) for m, k in c.items()))
+        joined = sympy.Add(*(sympy.Float(a) * m * wave for a, m in zip(amplitudes, factors)))
+        out = out - old + joined
+    return out
+
+
+_ANY_FLOAT = sympy.Dummy("float")
+
+
+def written_digits(expr: sympy.Expr) -> int:
+    """The significant digits a reader sees in ``expr``'s floats, as printed (six at most):
+    ``cos(3*t + 0.7)`` shows one, ``sin(3*t - 0.870796)`` six."""
+    return sum(len(f"{abs(float(f)):.5e}".split("e")[0].replace(".", "").rstrip("0")) for f in expr.atoms(sympy.Float))
 
 
 def merged_roots(expr: sympy.Expr) -> sympy.Expr:

@@ -38,9 +38,9 @@ from rcvgp.search.base import (
 )
 from rcvgp.search.choice import (
     SAME_FIT, Fitted, best_of, choose, collected, completed_squares, constant_errors, drop_negligible_terms, expanded,
-    factored_polynomials, folded_exponentials, front_of, merged_logs, merged_roots, normalized_quotients,
+    factored_polynomials, folded_exponentials, front_of, joined_phases, merged_logs, merged_roots, normalized_quotients,
     over_common_denominators, pareto_front, predict, refitted, shared_coefficients, shortened_series, snap_constants,
-    summed_angles, tidy,
+    summed_angles, tidy, with_floats_refitted, written_digits,
 )
 from rcvgp.search.fitting import FitJob, Fitter
 from rcvgp.tree import CONST_TOKEN, Expr, arity, is_var, reopened, subtree_end
@@ -1118,6 +1118,17 @@ class Run:
         refit = (lambda e, at, free: refitted(e, names, at, free, X_fit, y_fit, sd_fit)) if np.all(sd_fit > 0) else None
         at_floor = self._fits_to_floor(law, val)
         snapped = snap_constants(raw, snappable, refit) if at_floor else raw
+        if at_floor:
+            # A phase the search fitted as a sine and a cosine: joined, as a sine or as a cosine,
+            # whichever snaps to fewer digits, if fewer than the two halves leave.
+            for func in (sympy.sin, sympy.cos):
+                if (joined := joined_phases(raw, func)) is raw:
+                    continue
+                joined = with_floats_refitted(joined, refit) if refit else joined
+                if snappable(joined):
+                    shorter = snap_constants(joined, snappable, refit)
+                    if written_digits(shorter) < written_digits(snapped):
+                        snapped = shorter
         if at_floor and (folded := folded_exponentials(snapped)) is not snapped:
             # An exponential's factor that is no simple number may be e to a simple power:
             # whichever form leaves fewer floats (a Fermi function's exp(40*E - 20)).
