@@ -34,7 +34,8 @@ __all__ = [
     "Refit", "snap_constants", "refitted", "shortened_series", "as_fractions", "predict", "expanded",
     "drop_negligible_terms", "normalized_quotients", "tidy", "completed_squares", "merged_roots", "collected",
     "merged_logs", "folded_exponentials", "factored_polynomials", "over_common_denominators",
-    "shared_coefficients", "summed_angles", "joined_phases", "written_digits", "with_floats_refitted", "constant_errors",
+    "shared_coefficients", "summed_angles", "joined_phases", "written_digits", "with_floats_refitted",
+    "constant_errors",
 ]
 
 #: Largest denominator of the fractions a constant may snap to: halves, thirds and quarters are
@@ -395,8 +396,11 @@ def joined_phases(expr: sympy.Expr, func: type[sympy.Function] = sympy.sin) -> s
     def floats(e: sympy.Expr) -> list[sympy.Float]:
         return [a for a in sympy.preorder_traversal(e) if isinstance(a, sympy.Float)]
 
-    parts: dict[sympy.Expr, dict[type, dict[sympy.Expr, dict[sympy.Expr, float]]]] = {}
-    for t in sympy.Add.make_args(expr):
+    terms = list(sympy.Add.make_args(expr))
+    # per shape of argument, per function, per argument: each term's other factors -> (its
+    # coefficient, its place in ``terms``)
+    parts: dict[sympy.Expr, dict[type, dict[sympy.Expr, dict[sympy.Expr, tuple[float, int]]]]] = {}
+    for i, t in enumerate(terms):
         trig = [f for f in sympy.Mul.make_args(t) if isinstance(f, (sympy.sin, sympy.cos))]
         if len(trig) != 1:
             continue
@@ -406,8 +410,8 @@ def joined_phases(expr: sympy.Expr, func: type[sympy.Function] = sympy.sin) -> s
         u = trig[0].args[0]
         shape = u.xreplace({f: _ANY_FLOAT for f in floats(u)})
         by_func = parts.setdefault(shape, {sympy.sin: {}, sympy.cos: {}})
-        by_func[trig[0].func].setdefault(u, {})[rest] = float(k)
-    out = expr
+        by_func[trig[0].func].setdefault(u, {})[rest] = (float(k), i)
+    joined_terms: list[sympy.Expr] = []
     for by_func in parts.values():
         if len(by_func[sympy.sin]) != 1 or len(by_func[sympy.cos]) != 1:
             continue
@@ -416,17 +420,17 @@ def joined_phases(expr: sympy.Expr, func: type[sympy.Function] = sympy.sin) -> s
             continue
         u = u_sin.xreplace({a: sympy.Float((float(a) + float(b)) / 2) for a, b in zip(floats(u_sin), floats(u_cos))})
         factors = list(s)
-        pairs = np.array([[s[m], c[m]] for m in factors])
+        pairs = np.array([[s[m][0], c[m][0]] for m in factors])
         # s_m*sin(u) + c_m*cos(u) = a_m*sin(u + phi) with (s_m, c_m) = a_m*(cos(phi), sin(phi)).
         phi = 0.5 * math.atan2(2 * pairs[:, 0] @ pairs[:, 1], pairs[:, 0] @ pairs[:, 0] - pairs[:, 1] @ pairs[:, 1])
         amplitudes = pairs @ np.array([math.cos(phi), math.sin(phi)])
         if func is sympy.cos:  # a*sin(u + phi) = a*cos(u + phi - pi/2), the phase brought back into range
             phi, amplitudes = (phi - math.pi / 2, amplitudes) if phi > 0 else (phi + math.pi / 2, -amplitudes)
         wave = func(u + sympy.Float(phi))
-        old = sympy.Add(*(k * m * sympy.sin(u_sin) for m, k in s.items()), *(k * m * sympy.cos(u_cos) for m, k in c.items()))
-        joined = sympy.Add(*(sympy.Float(a) * m * wave for a, m in zip(amplitudes, factors)))
-        out = out - old + joined
-    return out
+        joined_terms += [sympy.Float(a) * m * wave for a, m in zip(amplitudes, factors)]
+        for m in factors:
+            terms[s[m][1]] = terms[c[m][1]] = sympy.Integer(0)
+    return sympy.Add(*terms, *joined_terms) if joined_terms else expr
 
 
 _ANY_FLOAT = sympy.Dummy("float")
