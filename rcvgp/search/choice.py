@@ -381,6 +381,10 @@ def completed_squares(expr: sympy.Expr) -> sympy.Expr:
     return rewritten if rewritten != merged else expr
 
 
+#: Stands for any float in an argument, so that arguments fitted apart compare alike.
+_ANY_FLOAT = sympy.Dummy("float")
+
+
 def joined_phases(expr: sympy.Expr, func: type[sympy.Function] = sympy.sin) -> sympy.Expr:
     """``expr``, a sum, with the sine and cosine terms of each argument joined into ``func`` of
     the argument plus a phase, where the two carry the same factors in one ratio: a phase the
@@ -431,9 +435,6 @@ def joined_phases(expr: sympy.Expr, func: type[sympy.Function] = sympy.sin) -> s
         for m in factors:
             terms[s[m][1]] = terms[c[m][1]] = sympy.Integer(0)
     return sympy.Add(*terms, *joined_terms) if joined_terms else expr
-
-
-_ANY_FLOAT = sympy.Dummy("float")
 
 
 def written_digits(expr: sympy.Expr) -> int:

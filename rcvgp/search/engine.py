@@ -1283,8 +1283,8 @@ class Run:
                 init = inherited_constants(law.expr, law.constants[None], child)
                 fitted = self._fitted(child, init[0], law.schedule, data, val)
                 if (not_worse(val.y[0], fitted.prediction, entry.prediction, noise)
-                        or fitted.loss <= entry.loss * (1 + SAME_FIT)
-                        and not_worse(y, everywhere(fitted), on_all, every_noise)):
+                        or (fitted.loss <= entry.loss * (1 + SAME_FIT)
+                            and not_worse(y, everywhere(fitted), on_all, every_noise))):
                     law, shrunk = fitted, True
                     break
         return law
