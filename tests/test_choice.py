@@ -388,10 +388,14 @@ def test_refitting_leaves_constants_as_given_where_the_fit_cannot_improve_them()
 
 
 @pytest.mark.parametrize(("fitted", "width", "expected"), [
-    (3.004, 0.02, 3),  # pinned: 2 and 4 are refused
-    (2.8, 0.15, 2.8),  # 11/4 is as likely as its neighbours 2.6875 and 2.8125: left as fitted
-    (2.52, 0.1, sympy.Rational(5, 2)),  # 2.25 and 2.75 refused
-    (2.752, 0.01, sympy.Rational(11, 4)),  # 2.6875 and 2.8125 refused
+    (3.004, 0.02, 3),  # pinned: 2.75 and 3.25 are refused
+    (2.8, 0.15, 2.8),  # 11/4 is as likely as 2.734 and 2.766: left as fitted
+    (2.52, 0.04, sympy.Rational(5, 2)),  # 2.4375 and 2.5625 refused
+    (2.52, 0.1, 2.52),  # 2.5625 as likely as 5/2
+    (2.752, 0.01, sympy.Rational(11, 4)),  # 2.734 and 2.766 refused
+    # a gas constant known to 0.3%: 8.222 and 8.444, the next numbers as simple as 25/3, are
+    # refused, but 8.306 is as likely as 25/3
+    (8.314, 0.025, 8.314),
 ])
 def test_a_constant_snaps_only_to_a_value_the_data_pin_down(fitted: float, width: float, expected: object) -> None:
     x = sympy.Symbol("x")
