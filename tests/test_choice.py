@@ -393,8 +393,8 @@ def test_refitting_leaves_constants_as_given_where_the_fit_cannot_improve_them()
     (2.52, 0.04, sympy.Rational(5, 2)),  # 2.4375 and 2.5625 refused
     (2.52, 0.1, 2.52),  # 2.5625 as likely as 5/2
     (2.752, 0.01, sympy.Rational(11, 4)),  # 2.734 and 2.766 refused
-    # a gas constant known to 0.3%: 8.222 and 8.444, the next numbers as simple as 25/3, are
-    # refused, but 8.306 is as likely as 25/3
+    # a gas constant fitted as 8.314 +- 0.009, accepted within three standard errors: 8.222
+    # and 8.444, the next numbers as simple as 25/3, are refused, but 8.306 is as likely as 25/3
     (8.314, 0.025, 8.314),
 ])
 def test_a_constant_snaps_only_to_a_value_the_data_pin_down(fitted: float, width: float, expected: object) -> None:

@@ -168,8 +168,8 @@ def snap_constants(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], refit
     nearer than ``1/d**2`` of the decade, so ``v`` plus and minus a quarter of that must both be
     refused. Noisy data accept many values near a fitted 2.8: 11/4 is no law's constant unless
     2.734 and 2.766 are ruled out. Data that refuse only the next simple numbers still leave
-    room for every number between: a gas constant of 8.314 known to 0.3% accepts 25/3 and
-    refuses 8.222 and 8.444, yet says no more for 25/3 than for 8.31; refusing numbers a
+    room for every number between: a gas constant fitted as 8.3115 +/- 0.0094 accepts 25/3
+    and refuses 8.222 and 8.444, yet says no more for 25/3 than for 8.31; refusing numbers a
     quarter of the way keeps such a snap to a chance of about one in two at most, and
     lets a constant the data pin down many times closer snap as before.
 
