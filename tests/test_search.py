@@ -349,6 +349,17 @@ def test_open_constants_become_sums_of_the_pieces_the_data_need() -> None:
     assert grown[0].expr.n_consts == 4  # the offset has no constant part: no leftover c beside its pieces
 
 
+def test_a_sum_holds_a_piece_over_its_variable() -> None:
+    # slope 0.7 - 1.3*sin(x1)/x1 and offset 0.4*cos(x1)/x1: a sum of sin(x1), 1/x1, ... fits
+    # sin(x1)/x1 only as a series, which does not reach the floor
+    run, ind = _settled_x0_freed_x1(lambda X: X[:, 0] * (0.7 - 1.3 * np.sin(X[:, 1]) / X[:, 1]) + 0.4 * np.cos(X[:, 1]) / X[:, 1],
+                                    "add mul c x0 c", ("add", "mul", "div", "sin", "cos"))
+    grown = run.expansions([ind])
+    assert grown and grown[0].fit.at_floor and grown[0].fitness < 1e-20
+    law = " ".join(grown[0].expr.tokens)
+    assert law.count("sin x1 x1") == 1 and law.count("cos x1 x1") == 1 and law.count("x1") == 4, law
+
+
 def test_every_open_constant_grows_at_once_where_the_freed_variable_changes_them_all() -> None:
     # x0*x1/(x0 + x1) from c*x0/(x0 + c), both constants x1 while it was held: grown one at a
     # time neither fits better, grown together into c*x1 they are the law

@@ -1407,8 +1407,9 @@ def _inner_pieces(g: Grammar) -> dict[int, list[Expr]]:
 
 def _terms(g: Grammar, points: np.ndarray) -> list[tuple[str, ...]]:
     """Every piece of ``g``'s free variables with a coefficient in front, for a sum
-    (:meth:`Run._summed`): ``c*x``, ``c*u(x)`` for each unary operator u, ``c/x``; only those
-    finite at every one of ``points`` (n, n_vars), and none without add and mul. Unit arguments:
+    (:meth:`Run._summed`): ``c*x``, ``c*u(x)`` for each unary operator u, ``c/x`` and
+    ``c*u(x)/x``; only those finite at every one of ``points`` (n, n_vars) and not a multiple of
+    one before them there (``n2(x)/x`` is ``x``), and none without add and mul. Unit arguments:
     the pieces with a scale of their own are :func:`_pieces`."""
     if not {"add", "mul"} <= set(g.operators):
         return []
@@ -1416,9 +1417,22 @@ def _terms(g: Grammar, points: np.ndarray) -> list[tuple[str, ...]]:
     out: list[tuple[str, ...]] = []
     for v in g.free_vars:
         x = f"x{v}"
-        pieces = [("mul", c, x)] + [("mul", c, u, x) for u in g.unary] + ([("div", c, x)] if "div" in g.operators else [])
-        with np.errstate(all="ignore"):
-            out += [p for p in pieces if np.isfinite(evaluate(p, points, np.ones(1))).all()]
+        pieces = [("mul", c, x)] + [("mul", c, u, x) for u in g.unary]
+        if "div" in g.operators:
+            # A piece over its variable too: sin(x)/x, exp(x)/x are as common in laws as their
+            # parts, and with them a coefficient such as 1 - sin(x2)/x2 is one sum, not a series.
+            pieces += [("div", c, x)] + [("div", "mul", c, u, x, x) for u in g.unary]
+        directions: list[np.ndarray] = []
+        for p in pieces:
+            with np.errstate(all="ignore"):
+                column = evaluate(p, points, np.ones(1))
+            norm = np.linalg.norm(column)
+            if not (np.isfinite(column).all() and norm > 0):
+                continue
+            direction = column / norm * np.sign(column[np.flatnonzero(column)[0]])
+            if not any(np.allclose(direction, d, rtol=0, atol=1e-12) for d in directions):
+                directions.append(direction)
+                out.append(p)
     return out
 
 
