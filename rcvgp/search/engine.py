@@ -1426,10 +1426,11 @@ def _terms(g: Grammar, points: np.ndarray) -> list[tuple[str, ...]]:
         for p in pieces:
             with np.errstate(all="ignore"):
                 column = evaluate(p, points, np.ones(1))
-            norm = np.linalg.norm(column)
-            if not (np.isfinite(column).all() and norm > 0):
+            largest = np.max(np.abs(column))
+            if not (np.isfinite(column).all() and largest > 0):
                 continue
-            direction = column / norm * np.sign(column[np.flatnonzero(column)[0]])
+            direction = column / largest  # first, so that the norm of exp(x) near 700 stays finite
+            direction *= np.sign(direction[np.flatnonzero(direction)[0]]) / np.linalg.norm(direction)
             if not any(np.allclose(direction, d, rtol=0, atol=1e-12) for d in directions):
                 directions.append(direction)
                 out.append(p)
