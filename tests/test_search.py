@@ -16,12 +16,14 @@ from rcvgp.benchmarks import get_benchmark
 from rcvgp.constants import FitResult, Trials, fit_constants, linear_constants
 from rcvgp.errors import ConfigError, OracleError
 from rcvgp.evaluate import evaluate
+from rcvgp.gp import Grammar
 from rcvgp.metrics import is_exact, regression_metrics
 from rcvgp.noisefloor import not_worse
+from rcvgp.operators import resolve_operators
 from rcvgp.oracle import CallableOracle, OracleSpec, Variable
 from rcvgp.search import METHODS, Progress, SearchConfig, SearchResult, run_search
 from rcvgp.search.choice import Fitted
-from rcvgp.search.engine import Individual, Run, StopSearch, _linearized, inherited_constants, summary_constants
+from rcvgp.search.engine import Individual, Run, StopSearch, _linearized, _terms, inherited_constants, summary_constants
 from rcvgp.search.racing import _split
 from rcvgp.simulate import SimulatedOracle
 from rcvgp.tree import Expr
@@ -358,6 +360,16 @@ def test_a_sum_holds_a_piece_over_its_variable() -> None:
     assert grown and grown[0].fit.at_floor and grown[0].fitness < 1e-20
     law = " ".join(grown[0].expr.tokens)
     assert law.count("sin x1 x1") == 1 and law.count("cos x1 x1") == 1 and law.count("x1") == 4, law
+
+
+def test_a_sum_s_pieces_are_those_no_multiple_of_another_even_where_they_are_huge() -> None:
+    grammar = Grammar(resolve_operators(("add", "mul", "div", "n2", "inv", "exp")), (0,), 64, 12)
+    ordinary = {" ".join(p) for p in _terms(grammar, np.linspace(0.5, 5.0, 50)[:, None])}
+    assert "div mul c inv x0 x0" in ordinary and "div mul c exp x0 x0" in ordinary
+    assert "div mul c n2 x0 x0" not in ordinary and "div c x0" not in ordinary  # x0 and inv(x0) before them
+    # exp(x0) reaches 1e304: its column's norm would overflow, and every such piece look alike
+    huge = {" ".join(p) for p in _terms(grammar, np.linspace(600.0, 700.0, 50)[:, None])}
+    assert {"mul c exp x0", "div mul c exp x0 x0"} <= huge
 
 
 def test_every_open_constant_grows_at_once_where_the_freed_variable_changes_them_all() -> None:
