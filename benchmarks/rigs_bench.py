@@ -4,9 +4,11 @@ Prints one line per run (law, noise, the law found, exact or not, test NMSE, CPU
 count per noise level.
 
 Noise follows SRBench: Gaussian, standard deviation ``level`` x std(y) over the variables'
-ranges (estimated once per law from 100,000 uniform points).
+ranges (estimated once per law from 100,000 uniform points). With ``--digits N`` each reading
+is then rounded to N significant digits, as a meter that shows N digits would.
 
     python benchmarks/rigs_bench.py --noise 0,0.01 --seeds 1 --jobs 2
+    python benchmarks/rigs_bench.py --noise 0 --digits 4 --jobs 2
 """
 
 from __future__ import annotations
@@ -235,7 +237,7 @@ LAWS: dict[str, tuple[str, tuple[Variable, ...], Callable[..., np.ndarray]]] = {
 }
 
 
-def run_one(name: str, level: float, seed: int) -> dict[str, Any]:
+def run_one(name: str, level: float, seed: int, digits: int = 0) -> dict[str, Any]:
     truth, variables, law = LAWS[name]
     spec = OracleSpec(variables=variables, output=Output("y", ""), name=f"rig:{name}")
     lo, hi = np.array([v.low for v in variables]), np.array([v.high for v in variables])
@@ -243,7 +245,8 @@ def run_one(name: str, level: float, seed: int) -> dict[str, Any]:
     noise = np.random.default_rng([seed, 17])
 
     def measure(X: np.ndarray) -> np.ndarray:
-        return law(*X.T) + level * spread * noise.standard_normal(len(X))
+        y = law(*X.T) + level * spread * noise.standard_normal(len(X))
+        return np.array([float(f"{v:.{digits - 1}e}") for v in y]) if digits else y
 
     start = time.process_time()
     result = run_search("racing", CallableOracle(measure, spec), SearchConfig(), seed=seed)
@@ -259,13 +262,17 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--laws", default="", help="names from LAWS, comma-separated (default: all)")
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time")
+    parser.add_argument("--digits", type=int, default=0, help="significant digits each reading is rounded to "
+                                                              "(default 0: not rounded)")
     args = parser.parse_args()
+    if args.digits < 0 or args.digits > 17:
+        parser.error(f"--digits must be 0 (not rounded) to 17, got {args.digits}")
     names = [n.strip() for n in args.laws.split(",") if n.strip()] or list(LAWS)
     unknown = [n for n in names if n not in LAWS]
     if unknown:
         parser.error(f"unknown law(s) {', '.join(unknown)}; known: {', '.join(LAWS)}")
     levels = [float(x) for x in args.noise.split(",")]
-    runs = [(n, level, seed) for level in levels for n in names for seed in range(args.seeds)]
+    runs = [(n, level, seed, args.digits) for level in levels for n in names for seed in range(args.seeds)]
     exact: dict[float, int] = {level: 0 for level in levels}
     with ProcessPoolExecutor(args.jobs) as pool:
         for out in pool.map(run_one, *zip(*runs)):
@@ -273,8 +280,9 @@ def main() -> None:
             print(f"{out['law']:20s} noise {out['noise']:<5g} seed {out['seed']}  "
                   f"{'exact' if out['exact'] else 'not exact':9s}  NMSE {out['nmse']:.2g}  "
                   f"CPU {out['cpu']:5.1f} s  points {out['points']:,}  {out['found']}", flush=True)
+    rounded = f", readings to {args.digits} digits" if args.digits else ""
     for level in levels:
-        print(f"noise {level:g}: {exact[level]} of {len(names) * args.seeds} exact")
+        print(f"noise {level:g}{rounded}: {exact[level]} of {len(names) * args.seeds} exact")
 
 
 if __name__ == "__main__":

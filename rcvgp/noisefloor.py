@@ -1,9 +1,11 @@
 """The noise floor: how noisy an oracle's readings are, and what loss a perfect model reaches.
 
 A reading is the law plus noise whose variance is ``absolute**2 + (relative * y)**2`` (an
-instrument's "0.5% of reading + 2 digits"). :func:`estimate_noise` fits that model to replicate
-readings (several set points, each measured a few times: only an active method can ask for
-them); an experiment may instead declare it. :func:`floor_levels` turns the model into what the
+instrument's "0.5% of reading + 2 digits"), and rounded to the digits the instrument shows.
+:func:`estimate_noise` fits that model to replicate readings (several set points, each measured a
+few times: only an active method can ask for them) and reads the rounding off their digits
+(:func:`read_resolution`: replicates of a deterministic rig agree to the last digit, yet a law
+fits its readings no closer than that digit); an experiment may instead declare the noise. :func:`floor_levels` turns the model into what the
 search judges fits against: the NMSE the noise alone gives on each trial, and the loss below which
 a fit cannot be told from a perfect one with the points at hand. With no noise, that level is
 rounding (:data:`EXACT_LOSS`).
@@ -19,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EXACT_LOSS", "Z", "NoiseModel", "Floor", "consistent", "estimate_noise", "floor_levels", "not_worse"]
+__all__ = ["EXACT_LOSS", "ROUNDED_DIGITS", "Z", "NoiseModel", "Floor", "consistent", "estimate_noise", "floor_levels",
+           "not_worse", "read_resolution"]
 
 #: Losses below this are rounding (an exact fit of doubles gives 1e-30 or so).
 EXACT_LOSS = 1e-14
@@ -29,7 +32,8 @@ Z = 3.0
 
 @dataclass(frozen=True)
 class NoiseModel:
-    """Measurement noise with variance ``absolute**2 + (relative * y)**2``.
+    """Measurement noise with variance ``absolute**2 + (relative * y)**2``, plus the rounding of
+    readings shown to ``digits`` significant digits and in steps of ``resolution`` (0: none).
 
     ``dof`` is the degrees of freedom of the replicate readings behind an estimate (its relative
     uncertainty in variance is about ``sqrt(2 / dof)``); None when the noise was declared, or
@@ -40,17 +44,21 @@ class NoiseModel:
     relative: float = 0.0
     dof: int | None = None
     source: str = "declared"  # "declared" or "replicates"
+    digits: int = 0
+    resolution: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("absolute", "relative"):
+        for name in ("absolute", "relative", "resolution"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise ValueError(f"noise `{name}` must be a finite number >= 0, got {value!r}")
+        if isinstance(self.digits, bool) or not isinstance(self.digits, int) or self.digits < 0:
+            raise ValueError(f"noise `digits` must be a whole number >= 0, got {self.digits!r}")
 
     @property
     def zero(self) -> bool:
         """Whether there is no noise."""
-        return self.absolute == 0 and self.relative == 0
+        return self.absolute == 0 and self.relative == 0 and self.digits == 0 and self.resolution == 0
 
     @property
     def uncertainty(self) -> float:
@@ -60,12 +68,65 @@ class NoiseModel:
     def variance(self, y: np.ndarray) -> np.ndarray:
         """The noise variance of readings ``y`` (any shape)."""
         y = np.asarray(y, dtype=float)
-        with np.errstate(over="ignore", invalid="ignore"):
-            return np.square(self.absolute) + np.square(self.relative * y)  # numpy: overflow is inf, not an error
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            variance = np.square(self.absolute) + np.square(self.relative * y)  # numpy: overflow is inf, not an error
+            if self.digits or self.resolution:
+                # Rounding to a step h leaves an error uniform over +-h/2: variance h**2 / 12.
+                step = np.maximum(10.0 ** (np.floor(np.log10(np.abs(y))) - self.digits + 1) if self.digits else 0.0,
+                                  self.resolution)
+                variance = variance + np.square(step) / 12.0
+        return variance
 
     def to_dict(self) -> dict[str, Any]:
         """The model as JSON-ready data (``result.json``'s ``noise``)."""
-        return {"absolute": self.absolute, "relative": self.relative, "dof": self.dof, "source": self.source}
+        return {"absolute": self.absolute, "relative": self.relative, "dof": self.dof, "source": self.source,
+                "digits": self.digits, "resolution": self.resolution}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NoiseModel:
+        """The model :meth:`to_dict` wrote (keys it lacks at their defaults; null a non-finite
+        estimate, written as JSON allows, read as 0); ValueError or TypeError if a value is no
+        number."""
+        dof = data.get("dof")
+        return cls(float(data.get("absolute") or 0.0), float(data.get("relative") or 0.0),
+                   None if dof is None else int(dof), str(data.get("source") or "declared"),
+                   int(data.get("digits") or 0), float(data.get("resolution") or 0.0))
+
+
+#: Readings that all fit in this many significant digits were rounded by the instrument (or the
+#: text it sent them as): a double's shortest form takes 15 to 17 for a value the law computes.
+ROUNDED_DIGITS = 12
+
+
+def read_resolution(y: np.ndarray) -> tuple[int, float]:
+    """The rounding visible in readings ``y``: (significant digits, step) such that every finite
+    reading is shown to at most that many digits and is a whole number of steps; (0, 0.0) if
+    some reading needs more than :data:`ROUNDED_DIGITS` digits (it was not rounded).
+
+    A meter that shows four digits gives readings of four digits or fewer (2.5 is 2.500), so the
+    most digits any reading needs are those it shows; one that shows a fixed number of decimals
+    gives the most decimals any reading needs. Each reading's step is then the larger of the two
+    (``NoiseModel.variance``), which is right for either kind: four digits over readings of 0.1
+    to 10, or three decimals over readings of 0.005 to 12.345.
+    """
+    values = np.asarray(y, dtype=float).ravel()
+    values = values[np.isfinite(values) & (values != 0)]
+    if not values.size:
+        return 0, 0.0
+    digits = np.array([_shortest_digits(float(v)) for v in values])
+    if digits.max() > ROUNDED_DIGITS:
+        return 0, 0.0
+    exponents = np.floor(np.log10(np.abs(values))).astype(int)
+    decimals = int(np.max(digits - 1 - exponents))  # digits after the point (negative: a step of 10, 100, ...)
+    return int(digits.max()), float(10.0**-decimals)
+
+
+def _shortest_digits(value: float) -> int:
+    """The fewest significant digits that write ``value`` exactly (a double needs at most 17)."""
+    for digits in range(1, 18):
+        if float(f"{value:.{digits - 1}e}") == value:
+            return digits
+    return 17
 
 
 def estimate_noise(y: np.ndarray) -> NoiseModel:
@@ -83,6 +144,7 @@ def estimate_noise(y: np.ndarray) -> NoiseModel:
     from scipy.optimize import nnls
 
     y = np.asarray(y, dtype=float)
+    digits, resolution = read_resolution(y)
     ok = np.isfinite(y)
     counts = ok.sum(axis=1)
     use = counts >= 2
@@ -98,7 +160,9 @@ def estimate_noise(y: np.ndarray) -> NoiseModel:
     total = int(dof.sum())
     pooled = float(np.sum(dof * var) / total)
     if not pooled > 0:
-        return NoiseModel(0.0, 0.0, total, "replicates")  # a noiseless oracle (a simulator, say)
+        # A noiseless oracle (a simulator, say), or a deterministic rig, whose readings differ
+        # from the law only by the digits it shows.
+        return NoiseModel(0.0, 0.0, total, "replicates", digits, resolution)
     square = mean**2
     columns = np.column_stack([np.ones_like(square), square])
     norms = np.linalg.norm(columns, axis=0)
@@ -112,7 +176,7 @@ def estimate_noise(y: np.ndarray) -> NoiseModel:
         model = a + b * square
         if not (model > 0).all():
             break
-    return NoiseModel(unit * math.sqrt(max(a, 0.0)), math.sqrt(max(b, 0.0)), total, "replicates")
+    return NoiseModel(unit * math.sqrt(max(a, 0.0)), math.sqrt(max(b, 0.0)), total, "replicates", digits, resolution)
 
 
 @dataclass(frozen=True)

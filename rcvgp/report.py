@@ -26,6 +26,7 @@ import numpy as np
 
 from rcvgp.errors import MissingExtra
 from rcvgp.journal import column_label
+from rcvgp.noisefloor import NoiseModel
 from rcvgp.runner import (
     HISTORY_NAME, RESULT_NAME, TEST_POINTS_NAME, _constant_items, _noise_text, _num, _read_history, _schedule_text,
     _variables_text, read_result, write_atomic,
@@ -347,10 +348,10 @@ def _fit_caption(data: dict[str, Any], points: _TestPoints) -> str:
 
 def _residual_caption(data: dict[str, Any]) -> str:
     noise = data.get("noise") or {}
-    if noise.get("relative"):
+    if noise.get("relative") or noise.get("digits"):
         band = (" Grey whiskers span \u00b12 standard deviations of the noise at each point: residuals within "
                 "them are what the noise leaves.")
-    elif noise.get("absolute"):
+    elif noise.get("absolute") or noise.get("resolution"):
         band = (" The grey band spans \u00b12 standard deviations of the noise: residuals within it are what the "
                 "noise leaves.")
     else:
@@ -673,13 +674,20 @@ def _fit_figure(points: _TestPoints, data: dict[str, Any], unit: str) -> Figure:
     return fig
 
 
+def _noise_model(noise: dict[str, Any]) -> NoiseModel:
+    """The noise model of ``result.json``'s ``noise`` (none where it holds none)."""
+    try:
+        return NoiseModel.from_dict(noise)
+    except (TypeError, ValueError):
+        return NoiseModel()
+
+
 def _residual_figure(points: _TestPoints, data: dict[str, Any], unit: str) -> Figure:
     ok = np.isfinite(points.y) & np.isfinite(points.predicted)
     residual = points.y[ok] - points.predicted[ok]
     X = points.X[ok]
     noise = data.get("noise") or {}
-    a, r = float(noise.get("absolute") or 0), float(noise.get("relative") or 0)
-    sigma = np.sqrt(a**2 + (r * points.predicted[ok]) ** 2)
+    sigma = np.sqrt(_noise_model(noise).variance(points.predicted[ok]))
     n = len(points.names)
     cols = min(n, 3)
     rows = math.ceil(n / cols)
@@ -689,9 +697,9 @@ def _residual_figure(points: _TestPoints, data: dict[str, Any], unit: str) -> Fi
         for j, name in enumerate(points.names):
             ax = axes[j]
             x = X[:, j]
-            if sigma.any() and r == 0:  # the same noise everywhere: one band
-                ax.axhspan(-2 * a, 2 * a, color="#e4e7eb", lw=0, zorder=1)
-            elif sigma.any():  # noise in proportion to the reading: a whisker at each point
+            if sigma.any() and np.ptp(sigma) == 0:  # the same noise everywhere: one band
+                ax.axhspan(-2 * sigma[0], 2 * sigma[0], color="#e4e7eb", lw=0, zorder=1)
+            elif sigma.any():  # noise that changes with the reading: a whisker at each point
                 ax.vlines(x, -2 * sigma, 2 * sigma, color="#cfd4da", lw=0.7, zorder=1)
             ax.axhline(0, color=_MUTED, lw=1, ls="--", zorder=2)
             ax.scatter(x, residual, s=12, color="#3e7cb1", alpha=0.8, edgecolor="none", zorder=3)

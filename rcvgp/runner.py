@@ -594,11 +594,16 @@ def _noise_text(noise: Any, unit: str) -> str:
     if not isinstance(noise, dict):
         return ""
     absolute, relative = float(noise.get("absolute") or 0), float(noise.get("relative") or 0)
+    digits, resolution = int(noise.get("digits") or 0), float(noise.get("resolution") or 0)
     parts = []
     if absolute:
         parts.append(f"std {absolute:.3g}{(' ' + unit) if unit else ''}")
     if relative:
         parts.append(f"{100 * relative:.3g}% of the reading")
+    if digits or resolution:
+        step = f"steps of {'at least ' if digits else ''}{resolution:.3g}{(' ' + unit) if unit else ''}"
+        shown = ", in ".join(([f"{digits} significant digits"] if digits else []) + ([step] if resolution else []))
+        parts.append(f"readings rounded to {shown}")
     if noise.get("source") == "replicates":
         how = f"from replicate readings ({noise.get('dof')} degrees of freedom)"
         return f"{' + '.join(parts)}, estimated {how}" if parts else f"none found in replicate readings"

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from rcvgp.constants import Trials, fit_constants
-from rcvgp.noisefloor import EXACT_LOSS, NoiseModel, consistent, estimate_noise, floor_levels, not_worse
+from rcvgp.noisefloor import (
+    EXACT_LOSS, NoiseModel, consistent, estimate_noise, floor_levels, not_worse, read_resolution,
+)
 
 
 def _replicates(std: Callable[[np.ndarray], np.ndarray], n_points: int = 64, repeats: int = 8, seed: int = 0) -> np.ndarray:
@@ -33,7 +35,7 @@ def test_noise_proportional_to_the_reading_is_estimated_as_relative() -> None:
 
 
 def test_noiseless_replicates_give_no_noise_and_failed_readings_are_left_out() -> None:
-    y = np.repeat(np.arange(1.0, 5.0)[:, None], 8, axis=1)
+    y = np.repeat(np.arange(1.0, 5.0)[:, None] + np.pi, 8, axis=1)  # full doubles: 1, 2, ... would be rounded
     y[0, :7] = np.nan  # one reading left: says nothing about its spread
     model = estimate_noise(y)
     assert model.zero and model.dof == 3 * 7
@@ -45,6 +47,42 @@ def test_noise_model_variance() -> None:
     assert model.variance(np.array([0.0, 10.0])).tolist() == pytest.approx([0.09, 0.09 + 0.04])
     with pytest.raises(ValueError, match="absolute"):
         NoiseModel(-1.0)
+
+
+def _shown(y: np.ndarray, digits: int) -> np.ndarray:
+    """Readings as a meter showing ``digits`` significant digits gives them."""
+    return np.array([float(f"{v:.{digits - 1}e}") for v in np.ravel(y)]).reshape(np.shape(y))
+
+
+def test_the_rounding_of_readings_is_read_off_their_digits() -> None:
+    rng = np.random.default_rng(0)
+    y = rng.uniform(0.1, 10.0, 200) * rng.choice([-1.0, 1.0], 200)
+    assert read_resolution(y) == (0, 0.0)  # a double as the law computes it: no rounding seen
+    assert read_resolution(_shown(y, 4)) == (4, 1e-4)  # the smallest readings, 0.1xxx, show 4 decimals
+    fixed = np.round(rng.uniform(0.0, 12.4, 200), 3)  # a meter with three decimals, readings 0.00x to 12.xxx
+    digits, step = read_resolution(fixed)
+    assert step == 1e-3 and digits == 5
+    assert read_resolution(_shown(y, 12))[0] == 12 and read_resolution(_shown(y, 13)) == (0, 0.0)
+    assert read_resolution(np.array([0.0, np.nan])) == (0, 0.0)
+
+
+def test_a_deterministic_rig_s_rounding_is_its_noise() -> None:
+    """Replicates of a rig whose meter shows four digits agree to the last digit, yet no law fits
+    its readings closer than that digit: the rounding is the noise, a step h adding h**2/12."""
+    truth = np.random.default_rng(1).uniform(1.0, 100.0, 64)
+    model = estimate_noise(np.repeat(_shown(truth, 4)[:, None], 8, axis=1))
+    assert not model.zero and (model.absolute, model.relative) == (0.0, 0.0) and model.digits == 4
+    assert model.variance(np.array([1.234, 12.34, 56.78])) == pytest.approx(np.array([1e-6, 1e-4, 1e-4]) / 12)
+    # noise beside the rounding: both counted
+    noisy = estimate_noise(_shown(_replicates(lambda y: 0.01 * y), 4))
+    assert noisy.relative == pytest.approx(0.01, rel=0.1) and noisy.digits == 4
+    # a three-decimal meter: a reading of 0.005 is as rounded as one of 12.345
+    fixed = NoiseModel(digits=5, resolution=1e-3)
+    assert fixed.variance(np.array([0.005, 12.345])) == pytest.approx(np.full(2, 1e-6 / 12))
+    assert NoiseModel.from_dict(model.to_dict()) == model
+    assert NoiseModel.from_dict({"absolute": 0.1, "relative": None}) == NoiseModel(0.1)  # before digits were kept
+    with pytest.raises(ValueError, match="digits"):
+        NoiseModel(digits=-1)
 
 
 @pytest.mark.parametrize("scale", [1e-80, 1.0, 1e80, 1e160])

@@ -212,6 +212,10 @@ def test_summary_names_the_noise_the_front_and_the_rounds_a_stop_left_out():
     # eight entries around the law: up to five simpler, two more complex
     assert len(shown) == 8 and shown[5].endswith("law9   <- the law") and shown[0].endswith("law4")
     assert "(1 simpler and 3 more complex in result.json, equations)" in text
+    rounded = format_summary({**data, "noise": {"absolute": 0.0, "relative": 0.0, "dof": 224, "source": "replicates",
+                                                "digits": 4, "resolution": 0.001}})
+    assert ("readings rounded to 4 significant digits, in steps of at least 0.001 V, estimated from replicate "
+            "readings (224 degrees of freedom)") in rounded
     declared = format_summary({**data, "noise": {"absolute": 0.0, "relative": 0.0, "source": "declared"}})
     assert "none (declared)" in declared
     measured = format_summary({**data, "constants_error": 0.0012, "constants": [

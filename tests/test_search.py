@@ -895,6 +895,24 @@ def test_noise_is_estimated_from_replicates_and_the_law_is_judged_against_it() -
     assert result.test_metrics["nmse"] < 1e-4  # the noise floor: 0.05**2 / Var(y) = 2.5e-4 / 7
 
 
+@pytest.mark.parametrize(("truth", "seed", "floats"), [("2*x0 + x1", 1, 0), ("3*x0*x1/(0.7 + x1)", 0, 2)])
+def test_a_rig_that_rounds_its_readings_is_judged_against_that_rounding(truth: str, seed: int, floats: int) -> None:
+    """A deterministic rig whose meter shows four digits: its replicates agree to the last digit,
+    yet no law fits closer than that digit. Taken for noiseless, the readings gave 2.00002*x0 + x1
+    (constants fitted to the rounding, none snapped) and x0*(2.73*x1/(x1 + 1) + 0.35); judged
+    against the rounding, the laws."""
+    law = sympy.lambdify(sympy.symbols("x0 x1"), sympy.sympify(truth))
+
+    def meter(X: np.ndarray) -> np.ndarray:
+        return np.array([float(f"{v:.3e}") for v in law(X[:, 0], X[:, 1])])
+
+    config = PLANE_CONFIG.replace(operators=("add", "mul", "div"))
+    result = run_search("racing", CallableOracle(meter, PLANE), config, seed=seed)
+    assert result.noise.source == "replicates" and result.noise.digits == 4 and not result.noise.zero
+    assert is_exact(result.best.sympy_expr, truth, variables=PLANE.variables), result.best.expression
+    assert len(result.best.sympy_expr.atoms(sympy.Float)) == floats  # none fitted to the rounding
+
+
 def test_declared_noise_saves_the_replicates() -> None:
     estimated = run_search("gp", _noisy_plane(0.05), PLANE_CONFIG, seed=0)
     declared = run_search("gp", _noisy_plane(0.05), PLANE_CONFIG.replace(noise_std=0.05), seed=0)

@@ -383,10 +383,6 @@ class SearchResult:
             known = {f.name for f in dataclasses.fields(SearchConfig)}
             settings: dict[str, Any] = {k: tuple(v) if k == "operators" else v
                                         for k, v in (data.get("config") or {}).items() if k in known}
-            noise: dict[str, Any] = {k: v for k, v in (data.get("noise") or {}).items()
-                                     if k in ("absolute", "relative", "dof", "source")}
-            for k in ("absolute", "relative"):
-                noise[k] = float(noise.get(k) or 0.0)  # null: a non-finite estimate, written as JSON allows
             done = int(data.get("rounds_run") or 0)
             return cls(
                 method=str(data["method"]),
@@ -400,7 +396,7 @@ class SearchResult:
                 wall_seconds=_float(data.get("wall_seconds")),
                 stopped=str(data.get("stopped")),
                 config=SearchConfig(**settings),
-                noise=NoiseModel(**noise),
+                noise=NoiseModel.from_dict(data.get("noise") or {}),
                 rounds=(done, done + len(data.get("rounds_not_run") or ())),
                 variables=names,
                 constants_error=None if data.get("constants_error") is None else float(data["constants_error"]),
