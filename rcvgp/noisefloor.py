@@ -5,10 +5,10 @@ instrument's "0.5% of reading + 2 digits"), and rounded to the digits the instru
 :func:`estimate_noise` fits that model to replicate readings (several set points, each measured a
 few times: only an active method can ask for them) and reads the rounding off their digits
 (:func:`read_resolution`: replicates of a deterministic rig agree to the last digit, yet a law
-fits its readings no closer than that digit); an experiment may instead declare the noise. :func:`floor_levels` turns the model into what the
-search judges fits against: the NMSE the noise alone gives on each trial, and the loss below which
-a fit cannot be told from a perfect one with the points at hand. With no noise, that level is
-rounding (:data:`EXACT_LOSS`).
+fits its readings no closer than that digit); an experiment may instead declare the noise.
+:func:`floor_levels` turns the model into what the search judges fits against: the NMSE the
+noise alone gives on each trial, and the loss below which a fit cannot be told from a perfect
+one with the points at hand. With no noise, that level is rounding (:data:`EXACT_LOSS`).
 
 (:class:`rcvgp.simulate.Noise` is something else: the noise a simulated oracle adds.)
 """

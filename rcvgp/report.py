@@ -347,11 +347,11 @@ def _fit_caption(data: dict[str, Any], points: _TestPoints) -> str:
 
 
 def _residual_caption(data: dict[str, Any]) -> str:
-    noise = data.get("noise") or {}
-    if noise.get("relative") or noise.get("digits"):
+    noise = _noise_model(data.get("noise") or {})
+    if noise.relative or noise.digits:
         band = (" Grey whiskers span \u00b12 standard deviations of the noise at each point: residuals within "
                 "them are what the noise leaves.")
-    elif noise.get("absolute") or noise.get("resolution"):
+    elif noise.absolute or noise.resolution:
         band = (" The grey band spans \u00b12 standard deviations of the noise: residuals within it are what the "
                 "noise leaves.")
     else:
@@ -674,11 +674,11 @@ def _fit_figure(points: _TestPoints, data: dict[str, Any], unit: str) -> Figure:
     return fig
 
 
-def _noise_model(noise: dict[str, Any]) -> NoiseModel:
-    """The noise model of ``result.json``'s ``noise`` (none where it holds none)."""
+def _noise_model(noise: Any) -> NoiseModel:
+    """The noise model of ``result.json``'s ``noise`` (none where it holds none, or no model)."""
     try:
         return NoiseModel.from_dict(noise)
-    except (TypeError, ValueError):
+    except (AttributeError, TypeError, ValueError):
         return NoiseModel()
 
 
@@ -686,8 +686,7 @@ def _residual_figure(points: _TestPoints, data: dict[str, Any], unit: str) -> Fi
     ok = np.isfinite(points.y) & np.isfinite(points.predicted)
     residual = points.y[ok] - points.predicted[ok]
     X = points.X[ok]
-    noise = data.get("noise") or {}
-    sigma = np.sqrt(_noise_model(noise).variance(points.predicted[ok]))
+    sigma = np.sqrt(_noise_model(data.get("noise") or {}).variance(points.predicted[ok]))
     n = len(points.names)
     cols = min(n, 3)
     rows = math.ceil(n / cols)

@@ -46,6 +46,7 @@ from rcvgp.errors import ConfigError, ExpressionError, OracleError, OracleTimeou
 from rcvgp.journal import (
     JOURNAL_NAME, JournalingOracle, JournalStats, Measurements, column_label, read_measurements,
 )
+from rcvgp.noisefloor import NoiseModel
 from rcvgp.oracle import DataOracle, OracleSpec
 from rcvgp.search.base import Progress, SearchResult
 
@@ -591,22 +592,24 @@ def _variables_text(data: dict[str, Any]) -> str:
 
 def _noise_text(noise: Any, unit: str) -> str:
     """How the summary states the noise the search judged its fits against."""
-    if not isinstance(noise, dict):
+    try:
+        model = NoiseModel.from_dict(noise)
+    except (AttributeError, TypeError, ValueError):
         return ""
-    absolute, relative = float(noise.get("absolute") or 0), float(noise.get("relative") or 0)
-    digits, resolution = int(noise.get("digits") or 0), float(noise.get("resolution") or 0)
+    in_unit = f" {unit}" if unit else ""
     parts = []
-    if absolute:
-        parts.append(f"std {absolute:.3g}{(' ' + unit) if unit else ''}")
-    if relative:
-        parts.append(f"{100 * relative:.3g}% of the reading")
-    if digits or resolution:
-        step = f"steps of {'at least ' if digits else ''}{resolution:.3g}{(' ' + unit) if unit else ''}"
-        shown = ", in ".join(([f"{digits} significant digits"] if digits else []) + ([step] if resolution else []))
-        parts.append(f"readings rounded to {shown}")
-    if noise.get("source") == "replicates":
-        how = f"from replicate readings ({noise.get('dof')} degrees of freedom)"
-        return f"{' + '.join(parts)}, estimated {how}" if parts else f"none found in replicate readings"
+    if model.absolute:
+        parts.append(f"std {model.absolute:.3g}{in_unit}")
+    if model.relative:
+        parts.append(f"{100 * model.relative:.3g}% of the reading")
+    if model.digits or model.resolution:
+        shown = [f"{model.digits} significant digits"] if model.digits else []
+        if model.resolution:
+            shown.append(f"steps of {'at least ' if model.digits else ''}{model.resolution:.3g}{in_unit}")
+        parts.append(f"readings rounded to {', in '.join(shown)}")
+    if model.source == "replicates":
+        how = f"from replicate readings ({model.dof} degrees of freedom)"
+        return f"{' + '.join(parts)}, estimated {how}" if parts else "none found in replicate readings"
     return f"{' + '.join(parts) if parts else 'none'} (declared)"
 
 
