@@ -25,7 +25,9 @@ from rcvgp.runner import HISTORY_FIELDS, HISTORY_NAME, TEST_POINTS_NAME, run_exp
 import matplotlib  # noqa: F401,E402  (a test dependency: the report is tested, never skipped)
 from PIL import Image  # noqa: E402  (matplotlib needs Pillow: it is there when matplotlib is)
 
-from rcvgp.report import PLOT_EXTRA_HINT, REPORT_NAME, _latex_lines, _math_block, write_report  # noqa: E402
+from rcvgp.report import (  # noqa: E402
+    PLOT_EXTRA_HINT, REPORT_NAME, _latex_lines, _math_block, _noise_model, _residual_caption, write_report,
+)
 
 
 @pytest.fixture(scope="module")
@@ -308,3 +310,16 @@ def test_run_with_report_without_matplotlib_finishes_the_run_and_says_the_page_w
     assert (out / "result.json").exists() and not (out / REPORT_NAME).exists()
     err = capsys.readouterr().err
     assert err == f"rcvgp: the report was not written: {PLOT_EXTRA_HINT}; then `rcvgp report {out}`\n"
+
+
+def test_the_residuals_show_the_noise_the_fits_were_judged_against() -> None:
+    def caption(noise: object) -> str:
+        return _residual_caption({"noise": noise})
+
+    whiskers, band = "whiskers span", "band spans"
+    assert whiskers in caption({"relative": 0.01}) and whiskers in caption({"digits": 4, "resolution": 1e-3})
+    assert band in caption({"absolute": 0.5}) and band in caption({"resolution": 1e-3})
+    assert whiskers not in caption({}) and band not in caption(None) and band not in caption({"digits": "four"})
+    # a meter of four digits: each reading's step, not one for all
+    sigma = np.sqrt(_noise_model({"digits": 4, "resolution": 1e-3}).variance(np.array([1.234, 56.78])))
+    assert sigma == pytest.approx(np.array([1e-3, 1e-2]) / np.sqrt(12))
