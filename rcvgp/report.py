@@ -28,8 +28,8 @@ from rcvgp.errors import MissingExtra
 from rcvgp.journal import column_label
 from rcvgp.noisefloor import NoiseModel
 from rcvgp.runner import (
-    HISTORY_NAME, RESULT_NAME, TEST_POINTS_NAME, _constant_items, _noise_text, _num, _read_history, _schedule_text,
-    _variables_text, read_result, write_atomic,
+    HISTORY_NAME, RESULT_NAME, TEST_POINTS_NAME, _constant_items, _noise_model, _noise_text, _num, _read_history,
+    _schedule_text, _variables_text, read_result, write_atomic,
 )
 
 if TYPE_CHECKING:
@@ -347,7 +347,7 @@ def _fit_caption(data: dict[str, Any], points: _TestPoints) -> str:
 
 
 def _residual_caption(data: dict[str, Any]) -> str:
-    noise = _noise_model(data.get("noise") or {})
+    noise = _noise_model(data.get("noise") or {}) or NoiseModel()
     if noise.relative or noise.digits:
         band = (" Grey whiskers span \u00b12 standard deviations of the noise at each point: residuals within "
                 "them are what the noise leaves.")
@@ -674,19 +674,11 @@ def _fit_figure(points: _TestPoints, data: dict[str, Any], unit: str) -> Figure:
     return fig
 
 
-def _noise_model(noise: Any) -> NoiseModel:
-    """The noise model of ``result.json``'s ``noise`` (none where it holds none, or no model)."""
-    try:
-        return NoiseModel.from_dict(noise)
-    except (AttributeError, TypeError, ValueError):
-        return NoiseModel()
-
-
 def _residual_figure(points: _TestPoints, data: dict[str, Any], unit: str) -> Figure:
     ok = np.isfinite(points.y) & np.isfinite(points.predicted)
     residual = points.y[ok] - points.predicted[ok]
     X = points.X[ok]
-    sigma = np.sqrt(_noise_model(data.get("noise") or {}).variance(points.predicted[ok]))
+    sigma = np.sqrt((_noise_model(data.get("noise") or {}) or NoiseModel()).variance(points.predicted[ok]))
     n = len(points.names)
     cols = min(n, 3)
     rows = math.ceil(n / cols)

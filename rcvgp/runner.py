@@ -590,11 +590,18 @@ def _variables_text(data: dict[str, Any]) -> str:
     return f"{inputs} -> {column_label(str(data.get('output_name') or 'y'), str(data.get('output_unit') or ''))}"
 
 
+def _noise_model(noise: Any) -> NoiseModel | None:
+    """The noise model of ``result.json``'s ``noise``; None if it holds none that reads as one."""
+    try:
+        return NoiseModel.from_dict(noise)
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
 def _noise_text(noise: Any, unit: str) -> str:
     """How the summary states the noise the search judged its fits against."""
-    try:
-        model = NoiseModel.from_dict(noise)
-    except (AttributeError, TypeError, ValueError):
+    model = _noise_model(noise)
+    if model is None:
         return ""
     in_unit = f" {unit}" if unit else ""
     parts = []
