@@ -46,8 +46,8 @@ class Trials:
     y : ndarray of shape (K, m); NaN where the oracle could not measure
     controlled : frozenset of int
         The variables held within each trial.
-    noise_var : ndarray of shape (K, m), optional
-        The noise variance of each reading (None: noiseless), and
+    noise_std : ndarray of shape (K, m), optional
+        The noise standard deviation of each reading (None: noiseless), and
     uncertainty : float
         its relative uncertainty: together they set :attr:`floor`.
     """
@@ -57,13 +57,13 @@ class Trials:
         X: np.ndarray,
         y: np.ndarray,
         controlled: frozenset[int] = frozenset(),
-        noise_var: np.ndarray | None = None,
+        noise_std: np.ndarray | None = None,
         uncertainty: float = 0.0,
     ) -> None:
         self.X = np.asarray(X, dtype=float)
         self.y = np.asarray(y, dtype=float)
         self.controlled = frozenset(controlled)
-        self.noise_var = None if noise_var is None else np.broadcast_to(np.asarray(noise_var, dtype=float), self.y.shape)
+        self.noise_std = None if noise_std is None else np.broadcast_to(np.asarray(noise_std, dtype=float), self.y.shape)
         self.uncertainty = float(uncertainty)
         self.mask = np.isfinite(self.y)
         self.y0 = np.where(self.mask, self.y, 0.0)
@@ -75,7 +75,7 @@ class Trials:
         #: (K,) what a trial's errors are measured in: its NMSE is the mean square of error / spread.
         self.spread = unit * np.sqrt(np.where(var > 1e-12 * power, var, np.maximum(power, 1e-300)))
         #: what the noise lets a fit reach on each trial (see :func:`rcvgp.noisefloor.floor_levels`)
-        self.floor: Floor = floor_levels(self.noise_var, self.mask, self.spread, self.uncertainty)
+        self.floor: Floor = floor_levels(self.noise_std, self.mask, self.spread, self.uncertainty)
 
     @property
     def n_trials(self) -> int:
@@ -101,7 +101,7 @@ class Trials:
 
     def subset(self, k: int) -> Trials:
         """Trial ``k`` alone."""
-        noise = None if self.noise_var is None else self.noise_var[k : k + 1]
+        noise = None if self.noise_std is None else self.noise_std[k : k + 1]
         return Trials(self.X[k : k + 1], self.y[k : k + 1], self.controlled, noise, self.uncertainty)
 
     def losses(self, prediction: np.ndarray) -> np.ndarray:
@@ -271,25 +271,26 @@ def standard_errors(tokens: tuple[str, ...], trials: Trials, constants: np.ndarr
     the tree does not depend on it there) gets inf; with noiseless readings every error is 0.
     """
     consts = np.asarray(constants, dtype=float).ravel()
-    if trials.noise_var is None or not len(consts):
+    if trials.noise_std is None or not len(consts):
         return np.zeros(len(consts))
     mask = trials.mask[0]
     _, grads = evaluate_with_grad(tuple(tokens), trials.X[0], consts, range(len(consts)))
-    return gauss_newton_errors(np.column_stack([g[mask] for g in grads]), trials.noise_var[0][mask], consts)
+    return gauss_newton_errors(np.column_stack([g[mask] for g in grads]), trials.noise_std[0][mask], consts)
 
 
-def gauss_newton_errors(jacobian: np.ndarray, noise_var: np.ndarray, constants: np.ndarray) -> np.ndarray:
+def gauss_newton_errors(jacobian: np.ndarray, noise_std: np.ndarray, constants: np.ndarray) -> np.ndarray:
     """The standard errors of ``constants`` from the model's derivatives w.r.t. them at each
-    reading (``jacobian``, (n_points, n_consts)) and each reading's noise variance: the
-    diagonal of ``(J' W J)^-1``; inf for a constant the readings do not pin."""
+    reading (``jacobian``, (n_points, n_consts)) and each reading's noise standard deviation:
+    the square roots of the diagonal of ``(J' W J)^-1``, W the inverse noise variances; inf for
+    a constant the readings do not pin."""
     consts = np.asarray(constants, dtype=float).ravel()
-    var = np.asarray(noise_var, dtype=float)
-    # A reading of zero under purely relative noise has no variance: weigh it as the least noisy others.
-    var = np.maximum(var, 1e-12 * float(var.mean()) or np.finfo(float).tiny)
+    std = np.asarray(noise_std, dtype=float)
+    # A reading of zero under purely relative noise has no noise: weigh it as the least noisy others.
+    std = np.maximum(std, 1e-6 * float(std.mean()) or np.finfo(float).tiny)
     # Columns per relative change of each constant, so that "not pinned" does not depend on
     # their scales (1e-4 * 2e4 * x0 trades its two constants off whatever their sizes).
     scale = np.where(consts != 0, np.abs(consts), 1.0)
-    J = np.asarray(jacobian, dtype=float) * scale / np.sqrt(var)[:, None]
+    J = np.asarray(jacobian, dtype=float) * scale / std[:, None]
     if not np.isfinite(J).all():
         return np.full(len(consts), np.inf)
     _, s, vt = np.linalg.svd(J, full_matrices=False)

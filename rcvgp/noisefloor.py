@@ -65,17 +65,22 @@ class NoiseModel:
         """Relative standard deviation of the variance this model gives (0 when declared)."""
         return math.sqrt(2.0 / self.dof) if self.dof else 0.0
 
-    def variance(self, y: np.ndarray) -> np.ndarray:
-        """The noise variance of readings ``y`` (any shape)."""
+    def std(self, y: np.ndarray) -> np.ndarray:
+        """The noise's standard deviation at readings ``y`` (any shape).
+
+        Kept as a standard deviation wherever the search uses it: a variance of readings above
+        1e154 overflows (feynman/III.14.14 reads 1e258), and an infinite variance makes every
+        fit look as good as the best.
+        """
         y = np.asarray(y, dtype=float)
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            variance = np.square(self.absolute) + np.square(self.relative * y)  # numpy: overflow is inf, not an error
+            std = np.hypot(self.absolute, self.relative * y)
             if self.digits or self.resolution:
                 # Rounding to a step h leaves an error uniform over +-h/2: variance h**2 / 12.
                 step = np.maximum(10.0 ** (np.floor(np.log10(np.abs(y))) - self.digits + 1) if self.digits else 0.0,
                                   self.resolution)
-                variance = variance + np.square(step) / 12.0
-        return variance
+                std = np.hypot(std, step / math.sqrt(12.0))
+        return std
 
     def to_dict(self) -> dict[str, Any]:
         """The model as JSON-ready data (``result.json``'s ``noise``)."""
@@ -106,7 +111,7 @@ def read_resolution(y: np.ndarray) -> tuple[int, float]:
     A meter that shows four digits gives readings of four digits or fewer (2.5 is 2.500), so the
     most digits any reading needs are those it shows; one that shows a fixed number of decimals
     gives the most decimals any reading needs. Each reading's step is then the larger of the two
-    (``NoiseModel.variance``), which is right for either kind: four digits over readings of 0.1
+    (``NoiseModel.std``), which is right for either kind: four digits over readings of 0.1
     to 10, or three decimals over readings of 0.005 to 12.345.
     """
     values = np.asarray(y, dtype=float).ravel()
@@ -200,13 +205,13 @@ class Floor:
         return float(self.expected.mean())
 
 
-def floor_levels(noise_var: np.ndarray | None, mask: np.ndarray, spread: np.ndarray, uncertainty: float) -> Floor:
+def floor_levels(noise_std: np.ndarray | None, mask: np.ndarray, spread: np.ndarray, uncertainty: float) -> Floor:
     """The :class:`Floor` of K trials.
 
     Parameters
     ----------
-    noise_var : ndarray of shape (K, m) or None
-        Noise variance of each reading, in the units of y (None: no noise).
+    noise_std : ndarray of shape (K, m) or None
+        Noise standard deviation of each reading, in the units of y (None: no noise).
     mask : ndarray of shape (K, m)
         The points that were measured.
     spread : ndarray of shape (K,)
@@ -230,15 +235,16 @@ def floor_levels(noise_var: np.ndarray | None, mask: np.ndarray, spread: np.ndar
     ``sum(log(n) * expected / n) / K`` (``per_constant``) before fits are compared so.
     """
     n = np.maximum(mask.sum(axis=1), 1)
-    if noise_var is None:
+    if noise_std is None:
         expected = np.zeros(len(n))
         spread_rel = np.zeros(len(n))
     else:
         with np.errstate(all="ignore"):
-            v = np.where(mask, noise_var, 0.0)
+            v = np.square(np.where(mask, noise_std, 0.0) / spread[:, None])  # in units of the trial's spread
             total = v.sum(axis=1)
-            expected = total / n / spread**2
-            spread_rel = np.sqrt(2.0 * (v * v).sum(axis=1)) / total
+            expected = total / n
+            v = v / v.max(axis=1, keepdims=True)  # scale-free, so its square cannot overflow
+            spread_rel = np.sqrt(2.0 * (v * v).sum(axis=1)) / v.sum(axis=1)
         expected = np.where(np.isfinite(expected), expected, 0.0)
         spread_rel = np.where(np.isfinite(spread_rel), spread_rel, 0.0)
     level = EXACT_LOSS + expected * (1.0 + Z * np.sqrt(spread_rel**2 + uncertainty**2))
@@ -247,7 +253,7 @@ def floor_levels(noise_var: np.ndarray | None, mask: np.ndarray, spread: np.ndar
     return Floor(expected, level, distinct, per_constant)
 
 
-def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise_var: np.ndarray) -> bool:
+def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise_std: np.ndarray) -> bool:
     """Whether ``candidate``'s predictions of readings ``y`` are not distinguishably worse than
     ``reference``'s: the rise in mean squared error is within :data:`Z` standard errors of what
     the noise makes of their difference, or within rounding.
@@ -258,11 +264,11 @@ def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise
 
     Parameters
     ----------
-    y, candidate, reference, noise_var : ndarray of shape (n_samples,)
+    y, candidate, reference, noise_std : ndarray of shape (n_samples,)
         Points where ``y`` is not finite are left out.
     """
     ok = np.isfinite(y)
-    y, candidate, reference, noise_var = y[ok], candidate[ok], reference[ok], noise_var[ok]
+    y, candidate, reference, noise_std = y[ok], candidate[ok], reference[ok], noise_std[ok]
     if y.size < 2 or not np.isfinite(candidate).all():
         return False
     unit = float(np.abs(y).max()) or 1.0  # scale-free: squares of y ~ 1e200 would overflow
@@ -271,7 +277,7 @@ def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise
         rise = float(np.mean(r_c**2 - r_r**2))
         delta = (candidate - reference) / unit
         # In numpy, not Python floats: readings near 1e300 make unit**2 overflow, which Python raises.
-        se = 2.0 * math.sqrt(float(np.mean(np.square(np.sqrt(noise_var) / unit * delta))) / y.size)
+        se = 2.0 * math.sqrt(float(np.mean(np.square(noise_std / unit * delta))) / y.size)
         spread = float(np.var(y / unit)) or float(np.mean((y / unit) ** 2))  # y may not vary
         rounding = EXACT_LOSS * spread
     # Errors whose squares overflow make the rise inf, and with it the standard error, which
@@ -282,11 +288,11 @@ def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise
     return bool(rise <= Z * se + rounding)
 
 
-def consistent(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise_var: np.ndarray,
+def consistent(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise_std: np.ndarray,
                restrictions: int = 1) -> bool:
     """Whether readings ``y`` are consistent with ``candidate``, a restriction of ``reference``
     (fitted to these readings) in ``restrictions`` of its constants, such as a constant set to a
-    simple value: the rise in chi-square, sum((y - candidate)**2 / noise_var) less reference's,
+    simple value: the rise in chi-square, sum(((y - candidate) / noise_std)**2) less reference's,
     is within what chance gives such a restriction :data:`Z` standard deviations out (9 for one
     constant: a constant moved by three of its standard errors).
 
@@ -295,15 +301,14 @@ def consistent(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, nois
     rounding counts.
     """
     ok = np.isfinite(y)
-    y, candidate, reference, noise_var = y[ok], candidate[ok], reference[ok], noise_var[ok]
-    if not np.all(noise_var > 0):
-        return not_worse(y, candidate, reference, noise_var)
+    y, candidate, reference, noise_std = y[ok], candidate[ok], reference[ok], noise_std[ok]
+    if not np.all(noise_std > 0):
+        return not_worse(y, candidate, reference, noise_std)
     if y.size < 2 or not np.isfinite(candidate).all():
         return False
     from scipy.stats import chi2, norm
 
-    sd = np.sqrt(noise_var)
     with np.errstate(all="ignore"):
-        rise = float(np.sum(((y - candidate) / sd) ** 2 - ((y - reference) / sd) ** 2))
+        rise = float(np.sum(((y - candidate) / noise_std) ** 2 - ((y - reference) / noise_std) ** 2))
     limit = float(chi2.ppf(2.0 * norm.cdf(Z) - 1.0, max(1, restrictions)))
     return math.isfinite(rise) and rise <= limit

@@ -678,7 +678,7 @@ def _residual_figure(points: _TestPoints, data: dict[str, Any], unit: str) -> Fi
     ok = np.isfinite(points.y) & np.isfinite(points.predicted)
     residual = points.y[ok] - points.predicted[ok]
     X = points.X[ok]
-    sigma = np.sqrt((_noise_model(data.get("noise") or {}) or NoiseModel()).variance(points.predicted[ok]))
+    sigma = (_noise_model(data.get("noise") or {}) or NoiseModel()).std(points.predicted[ok])
     n = len(points.names)
     cols = min(n, 3)
     rows = math.ceil(n / cols)

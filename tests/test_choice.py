@@ -54,7 +54,7 @@ def test_front_is_simplest_first_and_keeps_only_what_beats_every_simpler_fit() -
 def test_the_law_is_the_simplest_fit_the_noise_cannot_tell_from_the_best() -> None:
     y = _noisy(2)
     front = pareto_front(_candidates(y))
-    noise = np.full(256, 0.05**2)
+    noise = np.full(256, 0.05)
     assert front[-1].nmse_validation < front[1].nmse_validation  # the overfit is best on paper
     assert front[choose(front, y, noise)].complexity == 9
     assert front[choose(front, y, noise, rule="accuracy")].complexity == 15
@@ -105,16 +105,16 @@ def test_each_float_of_a_law_gets_the_standard_error_its_readings_leave() -> Non
     a snapped (exact) number has none; a float the readings cannot tell from another gets inf."""
     x = sympy.Symbol("x")
     X = np.random.default_rng(0).uniform(0.0, 10.0, (1000, 1))
-    var = np.full(1000, 0.3**2)
+    std = np.full(1000, 0.3)
     spread = float(((X[:, 0] - X[:, 0].mean()) ** 2).sum())
     slope_se, intercept_se = 0.3 / np.sqrt(spread), 0.3 * np.sqrt(1e-3 + X[:, 0].mean() ** 2 / spread)
-    (v1, e1), (v2, e2) = constant_errors(sympy.Float(1.5) * x + sympy.Float(0.25), [x], X, var)
+    (v1, e1), (v2, e2) = constant_errors(sympy.Float(1.5) * x + sympy.Float(0.25), [x], X, std)
     assert (v1, v2) == (1.5, 0.25)
     assert e1 == pytest.approx(slope_se, rel=1e-9) and e2 == pytest.approx(intercept_se, rel=1e-9)
-    assert constant_errors(sympy.Rational(3, 2) * x + sympy.Float(0.25), [x], X, var) == ((0.25, pytest.approx(
+    assert constant_errors(sympy.Rational(3, 2) * x + sympy.Float(0.25), [x], X, std) == ((0.25, pytest.approx(
         0.3 / np.sqrt(1000), rel=1e-9)),)
-    assert constant_errors(3 * x, [x], X, var) == ()
-    traded = constant_errors(sympy.log(sympy.Float(2.0) * x) + sympy.Float(0.5), [x], X, var)
+    assert constant_errors(3 * x, [x], X, std) == ()
+    traded = constant_errors(sympy.log(sympy.Float(2.0) * x) + sympy.Float(0.5), [x], X, std)
     assert [e for _, e in traded] == [np.inf, np.inf]  # only log(2) + 0.5 is told
     unread = constant_errors(sympy.Float(1.5) * x, [x], X, np.full(1000, np.nan))  # every reading failed
     assert unread == ((1.5, np.inf),)
@@ -123,7 +123,7 @@ def test_each_float_of_a_law_gets_the_standard_error_its_readings_leave() -> Non
 def test_snapping_replaces_constants_within_noise_and_keeps_the_rest() -> None:
     x0, x1 = sympy.symbols("x0 x1", positive=True)
     y = _noisy(3)
-    noise = np.full(256, 0.05**2)
+    noise = np.full(256, 0.05)
     found = 2.0004 * x0 + 0.49991 * x1**2 + 0.0012 + 0.6098 * sympy.sin(1.9e-5 * x1)
     reference = predict(found, [x0, x1], X)
 
@@ -153,7 +153,7 @@ def test_a_phase_within_noise_of_a_quarter_turn_snaps_to_it() -> None:
     x, t = sympy.symbols("x t")
     rng = np.random.default_rng(0)
     XT = rng.uniform((0.0, 0.0), (1.0, 0.2), (4096, 2))
-    noise = np.full(4096, 7e-5**2)
+    noise = np.full(4096, 7e-5)
 
     def snapped(found: sympy.Expr) -> sympy.Expr:
         """``found`` snapped against readings of itself at noise 7e-5 (1% of the wave's spread)."""
@@ -189,7 +189,7 @@ def test_constants_the_data_pin_down_only_together_snap_with_the_others_refitted
         on_raw = predict(raw, [t], times)
 
         def accept(e: sympy.Expr) -> bool:
-            return consistent(y, predict(e, [t], times), on_raw, sd**2, 3 - len(e.atoms(sympy.Float)))
+            return consistent(y, predict(e, [t], times), on_raw, sd, 3 - len(e.atoms(sympy.Float)))
 
         snapped = snap_constants(raw, accept, lambda e, at, free: refitted(e, [t], at, free, times, y, sd))
         assert snapped == law or not accept(law)  # the law itself 3 standard deviations out: 1 draw in 20
@@ -212,7 +212,7 @@ def test_a_function_of_an_argument_small_over_the_data_becomes_its_series_where_
 
     def accept_for(found: sympy.Expr, y: np.ndarray, sd: float) -> Callable[[sympy.Expr], bool]:
         reference = predict(found, [T], temps)
-        return lambda e: not_worse(y, predict(e, [T], temps), reference, np.full(1000, sd**2))
+        return lambda e: not_worse(y, predict(e, [T], temps), reference, np.full(1000, sd))
 
     found = 45569500 - 45569500 * sympy.cos(sympy.Float(4.98904e-8) * T**2)
     shortened = shortened_series(found, accept_for(found, y, sd))

@@ -316,7 +316,7 @@ def test_standard_errors_are_the_spread_of_constants_over_repeated_experiments()
     def experiment() -> Trials:
         X = rng.uniform(1, 2, (1, 500, 2))
         y = 1.5 * X[..., 0] + np.sin(0.7 * X[..., 1]) + sd * rng.standard_normal((1, 500))
-        return Trials(X, y, noise_var=np.full(y.shape, sd**2))
+        return Trials(X, y, noise_std=np.full(y.shape, sd))
 
     fitted = [fit_constants(tokens, t).constants[0] for t in (experiment() for _ in range(300))]
     one = experiment()
@@ -328,7 +328,7 @@ def test_standard_errors_of_constants_the_data_cannot_separate_are_infinite() ->
     rng = np.random.default_rng(1)
     X = rng.uniform(1, 2, (1, 100, 1))
     y = 3 * X[..., 0] + 0.01 * rng.standard_normal((1, 100))
-    noisy = Trials(X, y, noise_var=np.full(y.shape, 1e-4))
+    noisy = Trials(X, y, noise_std=np.full(y.shape, 0.01))
     product = ("mul", "mul", "c", "c", "x0")  # only the product of its constants is pinned, whatever their sizes
     for consts in ([1.0, 3.0], [1.5e-4, 2e4]):
         assert np.isinf(standard_errors(product, noisy, np.array(consts))).all()

@@ -42,9 +42,9 @@ def test_noiseless_replicates_give_no_noise_and_failed_readings_are_left_out() -
     assert estimate_noise(np.full((3, 8), np.nan)).zero
 
 
-def test_noise_model_variance() -> None:
+def test_noise_model_std() -> None:
     model = NoiseModel(0.3, 0.02)
-    assert model.variance(np.array([0.0, 10.0])).tolist() == pytest.approx([0.09, 0.09 + 0.04])
+    assert model.std(np.array([0.0, 10.0])).tolist() == pytest.approx([0.3, np.sqrt(0.09 + 0.04)])
     with pytest.raises(ValueError, match="absolute"):
         NoiseModel(-1.0)
 
@@ -72,13 +72,13 @@ def test_a_deterministic_rig_s_rounding_is_its_noise() -> None:
     truth = np.random.default_rng(1).uniform(1.0, 100.0, 64)
     model = estimate_noise(np.repeat(_shown(truth, 4)[:, None], 8, axis=1))
     assert not model.zero and (model.absolute, model.relative) == (0.0, 0.0) and model.digits == 4
-    assert model.variance(np.array([1.234, 12.34, 56.78])) == pytest.approx(np.array([1e-6, 1e-4, 1e-4]) / 12)
+    assert model.std(np.array([1.234, 12.34, 56.78])) == pytest.approx(np.array([1e-3, 1e-2, 1e-2]) / np.sqrt(12))
     # noise beside the rounding: both counted
     noisy = estimate_noise(_shown(_replicates(lambda y: 0.01 * y), 4))
     assert noisy.relative == pytest.approx(0.01, rel=0.1) and noisy.digits == 4
     # a three-decimal meter: a reading of 0.005 is as rounded as one of 12.345
     fixed = NoiseModel(digits=5, resolution=1e-3)
-    assert fixed.variance(np.array([0.005, 12.345])) == pytest.approx(np.full(2, 1e-6 / 12))
+    assert fixed.std(np.array([0.005, 12.345])) == pytest.approx(np.full(2, 1e-3 / np.sqrt(12)))
     assert NoiseModel.from_dict(model.to_dict()) == model
     assert NoiseModel.from_dict({"absolute": 0.1, "relative": None}) == NoiseModel(0.1)  # before digits were kept
     with pytest.raises(ValueError, match="digits"):
@@ -99,7 +99,7 @@ def test_floor_is_what_the_noise_alone_scores_and_the_level_allows_for_chance() 
     X = rng.uniform(0, 1, size=(3, 400, 1))
     truth = 2.0 * X[..., 0] + 1.0
     y = truth + 0.1 * rng.standard_normal(truth.shape)
-    trials = Trials(X, y, noise_var=np.full(y.shape, 0.01))
+    trials = Trials(X, y, noise_std=np.full(y.shape, 0.1))
     # a perfect model scores the noise: NMSE = 0.01 / Var(y) per trial
     assert trials.floor.expected == pytest.approx(0.01 / y.var(axis=1))
     fit = fit_constants(("add", "mul", "c", "x0", "c"), trials)
@@ -118,7 +118,7 @@ def test_readings_of_unequal_noise_widen_the_level() -> None:
     sqrt(2 * sum(v**2)) / sum(v) of its expected value, not sqrt(2 / n)."""
     mask = np.ones((1, 256), dtype=bool)
     even = floor_levels(np.full((1, 256), 1.0), mask, np.ones(1), 0.0)
-    uneven = floor_levels(np.linspace(0.01, 1.99, 256)[None] ** 4, mask, np.ones(1), 0.0)
+    uneven = floor_levels(np.linspace(0.01, 1.99, 256)[None] ** 2, mask, np.ones(1), 0.0)
     assert even.level[0] - even.expected[0] == pytest.approx(3 * np.sqrt(2 / 256) * even.expected[0])
     assert (uneven.level[0] - uneven.expected[0]) / uneven.expected[0] > 1.5 * 3 * np.sqrt(2 / 256)
 
@@ -135,7 +135,7 @@ def test_not_worse_judges_a_difference_against_the_noise() -> None:
     rng = np.random.default_rng(2)
     x = rng.uniform(0, 1, 256)
     truth = 3 * x + 1
-    noise = np.full(256, 0.1**2)
+    noise = np.full(256, 0.1)
     y = truth + 0.1 * rng.standard_normal(256)
     assert not_worse(y, 3.005 * x + 1, truth, noise)  # far inside the noise
     assert not not_worse(y, 3.3 * x + 1, truth, noise)  # a tenth of y's spread is visible
@@ -154,7 +154,7 @@ def test_a_constant_set_to_a_simple_value_must_be_within_a_few_standard_errors()
     rng = np.random.default_rng(3)
     x = rng.uniform(0, 1, 1280)
     y = 2.86 * x + 0.1 * rng.standard_normal(1280)
-    noise = np.full(1280, 0.1**2)
+    noise = np.full(1280, 0.1)
     slope = float(x @ y / (x @ x))  # the least-squares fit, standard error 0.1 / sqrt(x @ x)
     se = 0.1 / float(np.sqrt(x @ x))
     fitted = slope * x
@@ -175,7 +175,14 @@ def test_readings_near_the_largest_float_are_judged_without_overflow() -> None:
     # feynman/III.14.14 reads up to exp(700); squares of such numbers overflow a Python float
     x = np.linspace(0, 1, 64)
     y = 1e300 * (1 + x)
-    noise = NoiseModel(absolute=1e298, relative=0.0, dof=10, source="estimated")
-    assert np.isinf(noise.variance(y)).all()  # too large to square: inf, not an exception
-    assert not_worse(y, y * (1 + 1e-13), y, np.full(64, 1e280))
-    assert not not_worse(y, 1e300 * (1 + 2 * x), y, np.full(64, 1e280))
+    noise = NoiseModel(absolute=1e298, relative=0.01, dof=10, source="estimated")
+    std = noise.std(y)
+    assert std == pytest.approx(np.hypot(1e298, 0.01 * y))  # its variance, 1e596, is no double
+    assert not_worse(y, y * (1 + 1e-13), y, std)
+    assert not not_worse(y, 1e300 * (1 + 2 * x), y, std)
+    assert consistent(y, y * (1 + 1e-5), y, std) and not consistent(y, y * 1.05, y, std)
+    # the floor, in units of each trial's spread: as for the same readings in units of 1e300
+    huge = floor_levels(std[None], np.ones((1, 64), dtype=bool), np.array([1e300 * np.std(1 + x)]), 0.1)
+    plain = floor_levels(std[None] / 1e300, np.ones((1, 64), dtype=bool), np.array([np.std(1 + x)]), 0.1)
+    assert huge.level == pytest.approx(plain.level) and huge.per_constant == pytest.approx(plain.per_constant)
+    assert plain.per_constant > 0

@@ -321,5 +321,5 @@ def test_the_residuals_show_the_noise_the_fits_were_judged_against() -> None:
     assert band in caption({"absolute": 0.5}) and band in caption({"resolution": 1e-3})
     assert whiskers not in caption({}) and band not in caption(None) and band not in caption({"digits": "four"})
     # a meter of four digits: each reading's step, not one for all
-    sigma = np.sqrt(_noise_model({"digits": 4, "resolution": 1e-3}).variance(np.array([1.234, 56.78])))
+    sigma = _noise_model({"digits": 4, "resolution": 1e-3}).std(np.array([1.234, 56.78]))
     assert sigma == pytest.approx(np.array([1e-3, 1e-2]) / np.sqrt(12))

@@ -148,7 +148,7 @@ def test_a_final_entry_loses_a_subtree_that_fits_the_data_no_better_though_far_f
     run = Run("racing", oracle, SearchConfig(noise_std=2e-3), seed=0)
     data, val = run.lab.fresh_points(1024, reserved=True), run.lab.fresh_points(256, reserved=True)
     assert run.lab.noise is not None
-    noise = run.lab.noise.variance(val.y[0])
+    noise = run.lab.noise.std(val.y[0])
     root = np.sqrt(val.X[0][:, 0])
     best = float(root @ val.y[0] / (root @ root))  # the one constant the validation points like best
     two = Expr(("mul", "add", "c", "c", "sqrt", "x0"))
@@ -170,7 +170,7 @@ def test_a_final_entry_keeps_a_term_its_data_do_not_show_where_the_other_reading
     data = run.lab._with_noise(*run.lab.measure(X, reserved=True))
     val = run.lab.fresh_points(256, reserved=True)
     assert run.lab.noise is not None
-    noise = run.lab.noise.variance(val.y[0])
+    noise = run.lab.noise.std(val.y[0])
     plane, one = Expr(("add", "x0", "mul", "c", "x1")), np.ones(1)
     loss = float(data.losses(evaluate(plane.tokens, data.X[0], one)[None])[0])
     prediction = evaluate(plane.tokens, val.X[0], one)
@@ -443,7 +443,7 @@ def test_fits_at_the_floor_that_the_last_round_tells_apart_rank_by_their_fit(ter
     rng = np.random.default_rng(3)
     X = rng.uniform(0.0, 1.0, size=(4, 512, 2))
     y = X[..., 0] + term * X[..., 1] + np.sqrt(1.7e-3) * rng.standard_normal((4, 512))
-    trials = Trials(X, y, noise_var=np.full(y.shape, 1.7e-3), uncertainty=0.1)
+    trials = Trials(X, y, noise_std=np.full(y.shape, np.sqrt(1.7e-3)), uncertainty=0.1)
     fits = [(Expr(tuple(t.split())), fit_constants(tuple(t.split()), trials))
             for t in ("add mul c x0 c", "add add mul c x0 mul c x1 c")]
     assert all(fit.at_floor for _, fit in fits)
@@ -552,7 +552,7 @@ def test_under_noise_a_sum_of_pieces_at_the_floor_does_not_end_the_single_pieces
     noise = np.random.default_rng(1)
     run, ind = _settled_x0_freed_x1(lambda X: X[:, 0] * X[:, 1] ** 4 * (1 + 0.01 * noise.standard_normal(len(X))),
                                     "mul c x0", ("add", "mul", "div", "exp", "sqrt", "n2"), x1=(3.0, 10.0), batch=64)
-    assert run.lab.trials(frozenset()).noise_var is not None  # judged against the noise it measured
+    assert run.lab.trials(frozenset()).noise_std is not None  # judged against the noise it measured
     grown = run.expansions([ind])
     assert all(g.fit.at_floor for g in grown)
     assert any(g.expr.tokens.count("exp") == 1 and "sqrt" in g.expr.tokens for g in grown)  # the sum
@@ -941,6 +941,30 @@ def test_a_law_in_other_units_of_y_is_found_in_them() -> None:
     scaled = CallableOracle(lambda X: 1e5 * (X[:, 0] * X[:, 1] + 2.5), OracleSpec(PLANE.variables))
     result = run_search("racing", scaled, TINY, seed=1)
     assert result.best.expression == "100000*x0*x1 + 250000"
+
+
+def test_constants_fitted_to_readings_of_1e_minus_200_are_frozen_as_any_others() -> None:
+    """Round 1 holds x1 and fits c*x0 + c to each trial: the offset differs from trial to trial
+    (it is x1's part), so it stays open. Its spread over the trials was taken from squares of
+    constants of 1e-200, which vanish: frozen as one number, and the law was lost."""
+    tiny = CallableOracle(lambda X: 1e-200 * (2.0 * X[:, 0] + X[:, 1]), PLANE)
+    result = run_search("racing", tiny, PLANE_CONFIG.replace(noise_std=0.0), seed=0)
+    assert result.best.expression == "2.0e-200*x0 + 1.0e-200*x1"
+
+
+@pytest.mark.parametrize("method", ["gp", "racing"])
+@pytest.mark.parametrize("unit", [1e-200, 1e200])
+def test_noisy_readings_in_any_units_of_y_are_judged_against_their_noise(unit: float, method: str) -> None:
+    """The noisy plane with y in units 1e200 times smaller or larger. The variance of readings
+    of 1e200 overflows: judged by it, every fit looked as good as the best and the choice took
+    the simplest, 1.5e201 (gp) or 2.06e200*x0 + 4.4e200 (racing); that of readings of 1e-200
+    vanishes, and gp returned a near-fit judged as if noiseless."""
+    rng = np.random.default_rng(5)
+    noisy = CallableOracle(lambda X: (2.0 * X[:, 0] + X[:, 1] + 0.05 * rng.standard_normal(len(X))) / unit, PLANE)
+    result = run_search(method, noisy, PLANE_CONFIG, seed=0)
+    assert result.noise.absolute * unit == pytest.approx(0.05, rel=0.3)
+    assert is_exact(result.best.sympy_expr * unit, "2*x0 + x1", variables=PLANE.variables), result.best.expression
+    assert result.test_metrics["nmse"] < 1e-4
 
 
 def test_selection_accuracy_takes_the_front_s_lowest_validation_error() -> None:

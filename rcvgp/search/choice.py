@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import numpy as np
 import sympy
 
+from rcvgp.metrics import scaled_moments
 from rcvgp.noisefloor import not_worse
 from rcvgp.search.base import SELECTIONS
 from rcvgp.tree import Expr
@@ -90,7 +91,7 @@ def pareto_front(fitted: Iterable[Fitted]) -> list[Fitted]:
     return front_of(fitted, lambda f: (f.complexity, f.nmse_validation))
 
 
-def choose(front: Sequence[Fitted], y: np.ndarray, noise_var: np.ndarray, rule: str = "parsimonious") -> int:
+def choose(front: Sequence[Fitted], y: np.ndarray, noise_std: np.ndarray, rule: str = "parsimonious") -> int:
     """The index of the law on ``front`` (simplest first) by ``rule`` (see the module's text).
 
     Parameters
@@ -98,8 +99,8 @@ def choose(front: Sequence[Fitted], y: np.ndarray, noise_var: np.ndarray, rule: 
     front : sequence of Fitted
     y : ndarray of shape (n_validation,)
         The validation readings the fits' ``prediction`` are of.
-    noise_var : ndarray of shape (n_validation,)
-        The noise variance of each reading.
+    noise_std : ndarray of shape (n_validation,)
+        The noise standard deviation of each reading.
     rule : {'parsimonious', 'accuracy'}
     """
     if not front:
@@ -110,7 +111,7 @@ def choose(front: Sequence[Fitted], y: np.ndarray, noise_var: np.ndarray, rule: 
     if rule == "accuracy":
         return best
     for i, f in enumerate(front[:best]):
-        if not_worse(y, f.prediction, front[best].prediction, noise_var):
+        if not_worse(y, f.prediction, front[best].prediction, noise_std):
             return i
     return best
 
@@ -275,9 +276,9 @@ def refitted(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], constants: dict[
 
 
 def constant_errors(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.ndarray,
-                    noise_var: np.ndarray) -> tuple[tuple[float, float], ...]:
+                    noise_std: np.ndarray) -> tuple[tuple[float, float], ...]:
     """Each float of ``expr`` (a law over the variables' ``symbols``) with its standard error
-    from readings at the rows of ``X`` whose noise has variance ``noise_var``, in the order the
+    from readings at the rows of ``X`` whose noise has standard deviation ``noise_std``, in the order the
     law is written; inf for a float the readings do not pin. Snapped constants (exact numbers)
     are claims, not measurements: they have none."""
     from rcvgp.constants import gauss_newton_errors
@@ -289,14 +290,14 @@ def constant_errors(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.nda
     names = [sympy.Dummy(f"c{i}") for i in range(len(floats))]
     body = expr.xreplace(dict(zip(floats, names)))
     values = [float(f) for f in floats]
-    ok = np.isfinite(X).all(axis=1) & np.isfinite(noise_var)
+    ok = np.isfinite(X).all(axis=1) & np.isfinite(noise_std)
     if ok.sum() <= len(values):  # readings that all failed (an overflowing law) pin nothing
         return tuple((v, math.inf) for v in values)
     try:
         with np.errstate(all="ignore"):
             columns = [np.broadcast_to(np.asarray(sympy.lambdify([*symbols, *names], body.diff(c), "numpy")(
                 *X[ok].T, *values), dtype=float), (int(ok.sum()),)) for c in names]
-        errors = gauss_newton_errors(np.column_stack(columns), noise_var[ok], np.array(values))
+        errors = gauss_newton_errors(np.column_stack(columns), noise_std[ok], np.array(values))
     except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError, np.linalg.LinAlgError):
         errors = np.full(len(values), np.inf)
     return tuple((v, float(e)) for v, e in zip(values, errors))
@@ -725,8 +726,11 @@ def drop_negligible_terms(
         if sympy.count_ops(expr) > max_ops:
             return expr
         whole = predict(expr, symbols, X)
-        budget = rel * float(np.std(whole))
-        if not (np.isfinite(whole).all() and budget > 0):
+        if not np.isfinite(whole).all():
+            return expr
+        unit, var, _ = scaled_moments(whole, np.ones(whole.shape, dtype=bool))  # std of 1e200s overflows
+        budget = rel * float(unit * np.sqrt(var))
+        if not budget > 0:
             return expr
         while True:
             # A term is a candidate where it never reaches a thousandth of its sum; the whole law

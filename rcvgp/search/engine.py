@@ -188,8 +188,8 @@ class Lab:
         assert self.noise is not None  # _start has measured it
         if X.ndim == 2:
             X, y = X[None], y[None]
-        noise_var = None if self.noise.zero else self.noise.variance(y)
-        return Trials(X, y, controlled, noise_var, self.noise.uncertainty)
+        noise_std = None if self.noise.zero else self.noise.std(y)
+        return Trials(X, y, controlled, noise_std, self.noise.uncertainty)
 
     def new_round(self) -> None:
         """Forget this round's trials: the next request for a controlled set measures anew."""
@@ -1010,8 +1010,13 @@ class Run:
         X = trials.X[ref]
         with np.errstate(all="ignore"):
             curves = np.stack([evaluate(ind.expr.tokens, X, theta[k]) for k in range(len(theta))])
+            if not np.isfinite(curves).all():
+                return None
+            # In units of the largest value: squares of curves of 1e-200 vanish, of 1e200 overflow.
+            unit = float(np.abs(curves).max()) or 1.0
+            curves = curves / unit
             g = curves[ref]
-            if not np.isfinite(curves).all() or not np.std(g) > 0:
+            if not np.std(g) > 0:
                 return None
             basis = np.column_stack([np.ones_like(g), g])
             (a, m), *_ = np.linalg.lstsq(basis, curves.T, rcond=None)
@@ -1020,7 +1025,7 @@ class Run:
             # as the noise can tell.
             if not np.all(misfit <= _AFFINE_TOL * np.var(curves, axis=1)):
                 shared = evaluate(ind.expr.tokens, trials.X, np.broadcast_to(theta[ref], theta.shape))
-                factored = a[:, None] + m[:, None] * shared
+                factored = a[:, None] * unit + m[:, None] * shared
                 if not _as_good(trials, factored, evaluate(ind.expr.tokens, trials.X, theta)):
                     return None
             eps = self.config.eps_const
@@ -1032,7 +1037,7 @@ class Run:
         columns: list[np.ndarray] = []
         if shifted:
             head += ("add", CONST_TOKEN)
-            columns.append(a)
+            columns.append(a * unit)
         if scaled:
             head += ("mul", CONST_TOKEN)
             columns.append(m)
@@ -1057,7 +1062,7 @@ class Run:
         val = lab.fresh_points(cfg.n_validation, reserved=True)
         test = lab.fresh_points(cfg.n_test, reserved=True)
         assert lab.noise is not None  # measured with the first trials
-        noise = lab.noise.variance(val.y[0])
+        noise = lab.noise.std(val.y[0])
         fitted = pareto_front(self._fitted(expr, start, schedule, fit_data, val) for expr, start, schedule in structures)
         # Each entry without the parts the validation data do not need, so that the choice weighs
         # the laws' own sizes, not those of the trees they came in.
@@ -1084,18 +1089,18 @@ class Run:
         X_fit, y_fit = fit_data.X[0] * lab.x_scale, fit_data.y[0]
         best = front[most_accurate]  # snapping must leave the law as good as this, on all the evidence
         best_on_fit = predict(self.in_units(best.expr.to_sympy(best.constants, names)), names, X_fit)
-        var_fit = lab.noise.variance(y_fit)
+        noise_fit = lab.noise.std(y_fit)
 
         def acceptable(e: sympy.Expr, restrictions: int | None = None) -> bool:
             on_fit = predict(e, names, X_fit)
             if not (not_worse(y_val, predict(e, names, X_val), best.prediction, noise)
-                    and not_worse(y_fit, on_fit, best_on_fit, var_fit)):
+                    and not_worse(y_fit, on_fit, best_on_fit, noise_fit)):
                 return False
             # A snap (``restrictions`` constants set to simple values) is a claim about the law's
             # constants, so beyond not being worse, the readings the law was fitted to must be
             # consistent with it: no constant moved by more than a few of its standard errors
             # (2.86 is not 3 because 3 fits nearly as well).
-            return restrictions is None or consistent(y_fit, on_fit, raw_on_fit, var_fit, restrictions)
+            return restrictions is None or consistent(y_fit, on_fit, raw_on_fit, noise_fit, restrictions)
 
         # Constants are snapped in the expanded form, where each term has one coefficient (a
         # factored 10*x1*(0.1001*x2 + ...) hides the 1.001 to snap); only those of a law that
@@ -1114,8 +1119,7 @@ class Run:
 
         # Noisy readings pin some constants down only together: each snap is judged with the
         # others fitted again (none to fit with noiseless ones, which pin each alone).
-        sd_fit = np.sqrt(var_fit)
-        refit = (lambda e, at, free: refitted(e, names, at, free, X_fit, y_fit, sd_fit)) if np.all(sd_fit > 0) else None
+        refit = (lambda e, at, free: refitted(e, names, at, free, X_fit, y_fit, noise_fit)) if np.all(noise_fit > 0) else None
         at_floor = self._fits_to_floor(law, val)
         snapped = snap_constants(raw, snappable, refit) if at_floor else raw
         if at_floor:
@@ -1174,7 +1178,7 @@ class Run:
             test_points=TestPoints(X_test, test.y[0].copy(), np.asarray(on_test, dtype=float)),
             variables=tuple(v.name for v in self.spec.variables),
             constants_error=self._constants_error(law, fit_data),
-            constants=None if lab.noise.zero else constant_errors(readable, names, X_fit, var_fit),
+            constants=None if lab.noise.zero else constant_errors(readable, names, X_fit, noise_fit),
         )
 
     @staticmethod
@@ -1204,7 +1208,7 @@ class Run:
                                law.schedule, data, val)
         X, y = data.X[0], data.y[0]
         assert self.lab.noise is not None
-        noise = self.lab.noise.variance(y)
+        noise = self.lab.noise.std(y)
         without = evaluate(law.expr.tokens, X, law.constants)
         with_ = evaluate(shifted.expr.tokens, X, shifted.constants)
         return law if consistent(y, without, with_, noise, restrictions=1) else shifted
@@ -1270,7 +1274,7 @@ class Run:
         can fit its data to rounding and read 1e58 at a validation point."""
         assert self.lab.noise is not None
         y = np.concatenate([data.y[0], val.y[0]])
-        every_noise = np.concatenate([self.lab.noise.variance(data.y[0]), noise])
+        every_noise = np.concatenate([self.lab.noise.std(data.y[0]), noise])
 
         def everywhere(fit: Fitted) -> np.ndarray:
             return np.concatenate([evaluate(fit.expr.tokens, data.X[0], fit.constants), fit.prediction])
@@ -1606,7 +1610,7 @@ def inherited_constants(parent: Expr, constants: np.ndarray, child: Expr, fresh:
 def _as_good(trials: Trials, new: np.ndarray, old: np.ndarray) -> bool:
     """Whether predictions ``new`` (K, m) fit every trial as well as ``old``, as far as the
     noise can tell (:func:`rcvgp.noisefloor.not_worse`; rounding, with no noise)."""
-    noise = trials.noise_var if trials.noise_var is not None else np.zeros_like(trials.y)
+    noise = trials.noise_std if trials.noise_std is not None else np.zeros_like(trials.y)
     return all(not_worse(trials.y[k], new[k], old[k], noise[k]) for k in range(trials.n_trials))
 
 
@@ -1625,7 +1629,11 @@ def summary_constants(constants: np.ndarray, eps: float) -> np.ndarray:
     c = np.asarray(constants, dtype=float)
     if c.size == 0:
         return np.zeros(c.shape[-1] if c.ndim == 2 else 0, dtype=bool)
-    with np.errstate(over="ignore", invalid="ignore"):  # constants of 1e200 do occur: inf spread, summary
-        spread = c.std(axis=0)
-        scale = np.abs(c.mean(axis=0))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        # In units of each constant's largest value: squares of constants of 1e-200 (as fitted
+        # to readings of 1e-200) vanish, and of 1e200 overflow.
+        unit = np.abs(c).max(axis=0)
+        u = c / np.where(unit > 0, unit, 1.0)
+        spread = u.std(axis=0)
+        scale = np.abs(u.mean(axis=0))
     return ~(spread <= eps * np.maximum(scale, 1e-300))
