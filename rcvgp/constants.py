@@ -1,13 +1,14 @@
 """Fitting the open constants of a tree on K control-variable trials, one constant vector per trial.
 
 The loss of a trial is its NMSE (mean squared error over the variance of that trial's y), so it
-means the same whether y is 1e-25 or 1e84. Constants that enter the tree linearly (terms of a
-top-level sum, alone or as a factor) are solved exactly by least squares; only the others go to
-an iterative optimiser, which then sees the problem with the linear ones projected out
-(variable projection). The K trials are fitted together: one vectorised evaluation per step
-serves all of them, and their objectives are independent sums, so the optimum is the same as
-fitting each alone. Derivatives come from the tree's generated code (reverse mode), not finite
-differences.
+means the same whether y is 1e-25 or 1e84; under noise that is not alike on every reading, each
+error is weighted by the inverse of its reading's noise (:func:`rcvgp.noisefloor.reading_weights`).
+Constants that enter the tree linearly (terms of a top-level sum, alone or as a factor) are
+solved exactly by least squares; only the others go to an iterative optimiser, which then sees
+the problem with the linear ones projected out (variable projection). The K trials are fitted
+together: one vectorised evaluation per step serves all of them, and their objectives are
+independent sums, so the optimum is the same as fitting each alone. Derivatives come from the
+tree's generated code (reverse mode), not finite differences.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 from rcvgp.errors import ConfigError
 from rcvgp.evaluate import compile_tree, evaluate, evaluate_with_grad
 from rcvgp.metrics import scaled_moments
-from rcvgp.noisefloor import EXACT_LOSS, Floor, floor_levels
+from rcvgp.noisefloor import EXACT_LOSS, Floor, floor_levels, reading_weights
 
 __all__ = ["Trials", "FitResult", "fit_constants", "linear_constants", "standard_errors", "gauss_newton_errors",
            "BAD_LOSS", "STOCHASTIC_OPTIMIZERS"]
@@ -66,16 +67,20 @@ class Trials:
         self.noise_std = None if noise_std is None else np.broadcast_to(np.asarray(noise_std, dtype=float), self.y.shape)
         self.uncertainty = float(uncertainty)
         self.mask = np.isfinite(self.y)
+        #: (K, m) each reading's weight in the loss, from its noise; None: all alike
+        self.weight = reading_weights(self.noise_std, self.mask)
         self.y0 = np.where(self.mask, self.y, 0.0)
         self.complete = bool(self.mask.all())  # the fits skip masking when every point was measured
         self.n_valid = self.mask.sum(axis=1)
-        unit, var, power = scaled_moments(self.y, self.mask)
+        unit, var, power = scaled_moments(self.y, self.mask, self.weight)
         # A trial whose y does not vary (the free variables do not matter) is judged by the
         # relative error instead, so the denominator never vanishes.
-        #: (K,) what a trial's errors are measured in: its NMSE is the mean square of error / spread.
+        #: (K,) what a trial's errors are measured in: its NMSE is the mean square of error / spread
+        #: (both weighted, where readings are: a prediction of the weighted mean scores 1).
         self.spread = unit * np.sqrt(np.where(var > 1e-12 * power, var, np.maximum(power, 1e-300)))
         #: what the noise lets a fit reach on each trial (see :func:`rcvgp.noisefloor.floor_levels`)
-        self.floor: Floor = floor_levels(self.noise_std, self.mask, self.spread, self.uncertainty)
+        weighted = self.noise_std if self.weight is None else self.noise_std * self.weight
+        self.floor: Floor = floor_levels(weighted, self.mask, self.spread, self.uncertainty)
 
     @property
     def n_trials(self) -> int:
@@ -83,15 +88,18 @@ class Trials:
 
     @cached_property
     def scan_copies(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """X, y0, mask and each row's weight (1 / (sqrt(n) * spread)) of a sample of every
-        trial's points, repeated once per value of :data:`SCAN_VALUES` (value-major): what one
-        evaluation of a tree at all those values needs, made once per data set."""
+        """X, y0, mask and each point's weight (its reading's :attr:`weight` / (sqrt(n) *
+        spread)) of a sample of every trial's points, repeated once per value of
+        :data:`SCAN_VALUES` (value-major): what one evaluation of a tree at all those values
+        needs, made once per data set."""
         S, (K, m, n) = len(SCAN_VALUES), self.X.shape
         # Every trial's first points are as random as any: enough to tell a good start from a bad.
         m = min(m, _SCAN_POINTS)
         X = np.broadcast_to(self.X[:, :m], (S, K, m, n)).reshape(S * K, m, n)
-        weight = 1.0 / (np.sqrt(np.maximum(self.mask[:, :m].sum(axis=1), 1)) * self.spread)
-        return X, np.tile(self.y0[:, :m], (S, 1)), np.tile(self.mask[:, :m], (S, 1)), np.tile(weight, S)
+        weight = 1.0 / (np.sqrt(np.maximum(self.mask[:, :m].sum(axis=1), 1)) * self.spread)[:, None]
+        weight = weight * (1.0 if self.weight is None else self.weight[:, :m])
+        return (X, np.tile(self.y0[:, :m], (S, 1)), np.tile(self.mask[:, :m], (S, 1)),
+                np.tile(np.broadcast_to(weight, (K, m)), (S, 1)))
 
     def __getstate__(self) -> dict[str, object]:
         # The scan's copies are remade where they are needed, not sent to a worker.
@@ -105,9 +113,12 @@ class Trials:
         return Trials(self.X[k : k + 1], self.y[k : k + 1], self.controlled, noise, self.uncertainty)
 
     def losses(self, prediction: np.ndarray) -> np.ndarray:
-        """Per-trial NMSE of a prediction of shape (K, m); BAD_LOSS where it is not finite."""
+        """Per-trial NMSE of a prediction of shape (K, m), weighted (:attr:`weight`); BAD_LOSS
+        where it is not finite."""
         with np.errstate(all="ignore"):
             r = np.where(self.mask, (prediction - self.y0) / self.spread[:, None], 0.0)
+            if self.weight is not None:
+                r = r * self.weight
             nmse = (r * r).sum(axis=1) / np.maximum(self.n_valid, 1)
             ok = np.isfinite(np.where(self.mask, prediction, 0.0)).all(axis=1)
             return np.where(ok & np.isfinite(nmse), nmse, BAD_LOSS)
@@ -380,6 +391,8 @@ class _Projected:
         self.every = tuple(lin + nonlin)  # one program, so one compile, serves every evaluation
         self.consts = np.zeros((trials.n_trials, len(self.every)))
         self.root = (1.0 / (np.sqrt(np.maximum(trials.n_valid, 1)) * trials.spread))[:, None, None]
+        if trials.weight is not None:
+            self.root = self.root * trials.weight[:, None, :]
         self.n_evals = 0
 
     def point(self, theta: np.ndarray, linear: np.ndarray) -> _Point:
@@ -503,7 +516,7 @@ class _Projected:
         self.n_evals += 1
         with np.errstate(all="ignore"):
             M = np.stack([*grads[: len(self.lin)], pred - y0], axis=1)
-            M = np.where(mask[:, None, :], M, 0.0) * weight[:, None, None]
+            M = np.where(mask[:, None, :], M, 0.0) * weight[:, None, :]
             ok = np.isfinite(M).all(axis=(1, 2))
             M[~ok] = 0.0
             r = M[:, -1]

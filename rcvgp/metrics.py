@@ -20,20 +20,23 @@ from rcvgp.timelimit import TimeUp, time_limit
 __all__ = ["regression_metrics", "is_exact", "domain_symbol", "round_floats", "scaled_moments"]
 
 
-def scaled_moments(y: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def scaled_moments(y: np.ndarray, mask: np.ndarray,
+                   weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row of ``y`` (..., m), over the points where ``mask`` is true: the largest |y| (1
-    where there is none), and the variance and mean square of y divided by it. Squaring y itself
-    overflows from |y| > 1e154 (a Feynman equation reaches 1e252), and an infinite variance
-    would make every prediction's NMSE 0."""
+    where there is none), and the variance and mean square of y divided by it, each point
+    weighted by ``weight**2`` if given (weights whose mean square over the mask is 1). Squaring
+    y itself overflows from |y| > 1e154 (a Feynman equation reaches 1e252), and an infinite
+    variance would make every prediction's NMSE 0."""
     with np.errstate(all="ignore"):
         y = np.where(mask, y, 0.0)
         unit = np.abs(y).max(axis=-1)
         unit = np.where(np.isfinite(unit) & (unit > 0), unit, 1.0)
         u = y / unit[..., None]
         n = np.maximum(mask.sum(axis=-1), 1)
-        mean = u.sum(axis=-1) / n
-        var = np.where(mask, (u - mean[..., None]) ** 2, 0.0).sum(axis=-1) / n
-        power = (u * u).sum(axis=-1) / n
+        w2 = np.where(mask, 1.0, 0.0) if weight is None else np.where(mask, np.square(weight), 0.0)
+        mean = (w2 * u).sum(axis=-1) / np.maximum(w2.sum(axis=-1), 1e-300)
+        var = (w2 * (u - mean[..., None]) ** 2).sum(axis=-1) / n
+        power = (w2 * u * u).sum(axis=-1) / n
     return unit, var, power
 
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EXACT_LOSS", "ROUNDED_DIGITS", "Z", "NoiseModel", "Floor", "consistent", "estimate_noise", "floor_levels",
-           "not_worse", "read_resolution"]
+__all__ = ["EXACT_LOSS", "LEAST_NOISE", "ROUNDED_DIGITS", "Z", "NoiseModel", "Floor", "consistent", "estimate_noise",
+           "floor_levels", "not_worse", "read_resolution", "reading_weights"]
 
 #: Losses below this are rounding (an exact fit of doubles gives 1e-30 or so).
 EXACT_LOSS = 1e-14
@@ -37,7 +37,9 @@ class NoiseModel:
 
     ``dof`` is the degrees of freedom of the replicate readings behind an estimate (its relative
     uncertainty in variance is about ``sqrt(2 / dof)``); None when the noise was declared, or
-    when there is none to estimate.
+    when there is none to estimate. ``least`` is the least noise the model gives where the
+    replicates were read: no reading is taken as quieter than the replicates ever showed (a
+    part proportional to the reading would otherwise make readings near zero nearly exact).
     """
 
     absolute: float = 0.0
@@ -46,9 +48,10 @@ class NoiseModel:
     source: str = "declared"  # "declared" or "replicates"
     digits: int = 0
     resolution: float = 0.0
+    least: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("absolute", "relative", "resolution"):
+        for name in ("absolute", "relative", "resolution", "least"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise ValueError(f"noise `{name}` must be a finite number >= 0, got {value!r}")
@@ -58,7 +61,7 @@ class NoiseModel:
     @property
     def zero(self) -> bool:
         """Whether there is no noise."""
-        return self.absolute == 0 and self.relative == 0 and self.digits == 0 and self.resolution == 0
+        return self.absolute == 0 and self.relative == 0 and self.digits == 0 and self.resolution == 0 and self.least == 0
 
     @property
     def uncertainty(self) -> float:
@@ -80,12 +83,12 @@ class NoiseModel:
                 step = np.maximum(10.0 ** (np.floor(np.log10(np.abs(y))) - self.digits + 1) if self.digits else 0.0,
                                   self.resolution)
                 std = np.hypot(std, step / math.sqrt(12.0))
-        return std
+        return np.maximum(std, self.least) if self.least else std
 
     def to_dict(self) -> dict[str, Any]:
         """The model as JSON-ready data (``result.json``'s ``noise``)."""
         return {"absolute": self.absolute, "relative": self.relative, "dof": self.dof, "source": self.source,
-                "digits": self.digits, "resolution": self.resolution}
+                "digits": self.digits, "resolution": self.resolution, "least": self.least}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NoiseModel:
@@ -95,7 +98,7 @@ class NoiseModel:
         dof = data.get("dof")
         return cls(float(data.get("absolute") or 0.0), float(data.get("relative") or 0.0),
                    None if dof is None else int(dof), str(data.get("source") or "declared"),
-                   int(data.get("digits") or 0), float(data.get("resolution") or 0.0))
+                   int(data.get("digits") or 0), float(data.get("resolution") or 0.0), float(data.get("least") or 0.0))
 
 
 #: Readings that all fit in this many significant digits were rounded by the instrument (or the
@@ -181,7 +184,9 @@ def estimate_noise(y: np.ndarray) -> NoiseModel:
         model = a + b * square
         if not (model > 0).all():
             break
-    return NoiseModel(unit * math.sqrt(max(a, 0.0)), math.sqrt(max(b, 0.0)), total, "replicates", digits, resolution)
+    quietest = float(np.min(np.maximum(a, 0.0) + np.maximum(b, 0.0) * square))
+    return NoiseModel(unit * math.sqrt(max(a, 0.0)), math.sqrt(max(b, 0.0)), total, "replicates", digits, resolution,
+                      unit * math.sqrt(quietest))
 
 
 @dataclass(frozen=True)
@@ -203,6 +208,35 @@ class Floor:
     @property
     def mean_expected(self) -> float:
         return float(self.expected.mean())
+
+
+#: A reading's noise counts as at least this fraction of the largest in its row: noise of a
+#: fraction of each reading gives a reading of zero none, which least squares would take as exact.
+LEAST_NOISE = 1e-6
+
+
+def reading_weights(noise_std: np.ndarray | None, mask: np.ndarray) -> np.ndarray | None:
+    """Each reading's weight in a least-squares loss, per row (last axis) of ``noise_std``: the
+    inverse of its noise's standard deviation, scaled so that its mean square over the row's
+    ``mask`` is 1 (1 where the mask is false); None without noise, or where the noise is alike
+    on every reading (no weighting then).
+
+    Weighted so, least squares is the likelihood of Gaussian noise, and its NMSE reads as one
+    under noise alike everywhere. Under noise of a fraction of each reading (or readings shown
+    to a few digits) a law's readings can span decades; unweighted, only the largest count: a
+    diode's ``I0*(exp(V/Vt) - 1)`` at 1% came back as ``0.988*I0*exp(V/Vt)``.
+    """
+    if noise_std is None:
+        return None
+    mask = np.asarray(mask, dtype=bool) & np.isfinite(noise_std)
+    with np.errstate(all="ignore"):
+        sd = np.where(mask, noise_std, 0.0)
+        top = sd.max(axis=-1, keepdims=True)
+        if np.all(np.where(mask, sd == top, True)):
+            return None
+        weight = np.where(mask, 1.0 / np.maximum(sd / np.where(top > 0, top, 1.0), LEAST_NOISE), 0.0)
+        weight /= np.sqrt(np.sum(weight * weight, axis=-1, keepdims=True) / np.maximum(mask.sum(axis=-1, keepdims=True), 1))
+    return np.where(mask, weight, 1.0)
 
 
 def floor_levels(noise_std: np.ndarray | None, mask: np.ndarray, spread: np.ndarray, uncertainty: float) -> Floor:
@@ -260,7 +294,8 @@ def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise
 
     The standard error comes from the noise model, not from the spread of the squared errors,
     so a candidate whose errors are rare but large cannot hide behind them, and with no noise
-    any rise beyond rounding counts.
+    any rise beyond rounding counts. Noise that is not alike on every reading weights each by
+    the inverse of its noise (:func:`reading_weights`).
 
     Parameters
     ----------
@@ -271,6 +306,9 @@ def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise
     y, candidate, reference, noise_std = y[ok], candidate[ok], reference[ok], noise_std[ok]
     if y.size < 2 or not np.isfinite(candidate).all():
         return False
+    if (weight := reading_weights(noise_std, np.ones(y.shape, dtype=bool))) is not None:
+        # As the search judges fits: each reading weighted by the inverse of its noise.
+        y, candidate, reference, noise_std = y * weight, candidate * weight, reference * weight, noise_std * weight
     unit = float(np.abs(y).max()) or 1.0  # scale-free: squares of y ~ 1e200 would overflow
     with np.errstate(all="ignore"):
         r_c, r_r = (y - candidate) / unit, (y - reference) / unit

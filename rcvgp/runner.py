@@ -608,7 +608,8 @@ def _noise_text(noise: Any, unit: str) -> str:
     if model.absolute:
         parts.append(f"std {model.absolute:.3g}{in_unit}")
     if model.relative:
-        parts.append(f"{100 * model.relative:.3g}% of the reading")
+        quietest = f" (at least {model.least:.3g}{in_unit})" if model.least > model.absolute else ""
+        parts.append(f"{100 * model.relative:.3g}% of the reading{quietest}")
     if model.digits or model.resolution:
         shown = [f"{model.digits} significant digits"] if model.digits else []
         if model.resolution:

@@ -10,7 +10,8 @@ import pytest
 
 from rcvgp.constants import Trials, fit_constants
 from rcvgp.noisefloor import (
-    EXACT_LOSS, NoiseModel, consistent, estimate_noise, floor_levels, not_worse, read_resolution,
+    EXACT_LOSS, LEAST_NOISE, NoiseModel, consistent, estimate_noise, floor_levels, not_worse, read_resolution,
+    reading_weights,
 )
 
 
@@ -169,6 +170,59 @@ def test_a_constant_set_to_a_simple_value_must_be_within_a_few_standard_errors()
     # with no noise, rounding only
     assert consistent(2.86 * x, 2.86 * x * (1 + 1e-13), 2.86 * x, np.zeros(1280))
     assert not consistent(2.86 * x, 2.87 * x, 2.86 * x, np.zeros(1280))
+
+
+def test_no_reading_is_taken_as_quieter_than_the_replicates_showed() -> None:
+    """Noise of 1% of each reading, replicates read at readings from 1 to 100: a reading of 0.001
+    is not taken as known to 1e-5 (nor one of zero as exact), only to the noise the quietest
+    replicates showed."""
+    model = estimate_noise(_replicates(lambda y: 0.01 * y))
+    truth_low = np.random.default_rng(0).uniform(1.0, 100.0, size=64).min()  # the quietest set point
+    assert model.absolute == 0.0 and model.least == pytest.approx(model.relative * truth_low, rel=0.05)
+    assert model.std(np.array([0.0, 1e-3, 50.0])) == pytest.approx([model.least, model.least, 50 * model.relative])
+    assert NoiseModel.from_dict(model.to_dict()) == model
+    # noise alike on every reading: the least is that noise, nothing changes
+    alike = estimate_noise(_replicates(lambda y: np.full_like(y, 0.5)))
+    assert alike.least == pytest.approx(alike.absolute) and alike.std(np.zeros(1)) == pytest.approx(alike.absolute)
+
+
+def test_readings_are_weighted_by_the_inverse_of_their_noise() -> None:
+    mask = np.array([[True, True, True, False], [True, True, True, True]])
+    alike = np.full((2, 4), 0.3)
+    assert reading_weights(None, mask) is None and reading_weights(alike, mask) is None  # no weighting
+    std = np.array([[1.0, 2.0, 4.0, np.nan], [1.0, 1.0, 0.0, 1.0]])
+    weight = reading_weights(std, mask)
+    assert weight is not None
+    assert weight[0, :3] == pytest.approx(np.array([4.0, 2.0, 1.0]) / np.sqrt(7.0))  # mean square 1
+    assert weight[0, 3] == 1.0  # not measured: any finite number
+    # a reading of no noise (zero under relative noise) counts as the least noise allowed, not as exact
+    assert weight[1, 2] / weight[1, 0] == pytest.approx(1 / LEAST_NOISE)
+    # the loss of the truth is what the floor expects of it, weighted as the fits are
+    rng = np.random.default_rng(2)
+    X = np.geomspace(0.01, 100.0, 400)[None, :, None]
+    truth = 3.0 * X[..., 0]
+    trials = Trials(X, truth * (1 + 0.01 * rng.standard_normal(truth.shape)), noise_std=0.01 * truth)
+    assert trials.weight is not None
+    assert trials.losses(truth)[0] == pytest.approx(trials.floor.expected[0], rel=0.2)
+    # a loss reads as an NMSE: the weighted mean scores 1 (measured against y's spread unweighted,
+    # any prediction scored about 1e-7 here, under every threshold the search has)
+    w2 = trials.weight[0] ** 2
+    assert trials.losses(np.full(truth.shape, w2 @ trials.y[0] / w2.sum()))[0] == pytest.approx(1.0)
+    fit = fit_constants(("mul", "c", "x0"), trials)
+    assert fit.at_floor and fit.constants[0, 0] == pytest.approx(3.0, rel=3 * 0.01 / np.sqrt(400))
+
+
+def test_not_worse_weighs_readings_by_their_noise() -> None:
+    """Noise of 1% of each reading, readings from 0.01 to 100: a scale 0.5% off is 11 standard
+    errors off on all 512 readings, but unweighted only the few largest count, where it was
+    within the noise."""
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        x = np.geomspace(0.01, 100.0, 512)
+        std = 0.01 * x
+        y = x + std * rng.standard_normal(512)
+        assert not not_worse(y, 1.005 * x, x, std)
+        assert not_worse(y, 1.001 * x, x, std)  # 2 standard errors
 
 
 def test_readings_near_the_largest_float_are_judged_without_overflow() -> None:

@@ -208,6 +208,8 @@ def test_summary_names_the_noise_the_front_and_the_rounds_a_stop_left_out():
     text = format_summary(data)
     assert text.splitlines()[0] == "rcvgp racing on rig:r (seed 0): time in round 2 (rounds 3, 4 not run)"
     assert "std 0.02 V + 0.1% of the reading, estimated from replicate readings (224 degrees of freedom)" in text
+    quiet = format_summary({**data, "noise": {"relative": 0.01, "least": 0.003, "dof": 224, "source": "replicates"}})
+    assert "1% of the reading (at least 0.003 V), estimated" in quiet
     shown = [line for line in text.splitlines() if " nodes " in line]
     # eight entries around the law: up to five simpler, two more complex
     assert len(shown) == 8 and shown[5].endswith("law9   <- the law") and shown[0].endswith("law4")

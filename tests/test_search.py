@@ -967,6 +967,20 @@ def test_noisy_readings_in_any_units_of_y_are_judged_against_their_noise(unit: f
     assert result.test_metrics["nmse"] < 1e-4
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_noise_of_a_fraction_of_each_reading_weights_the_readings(seed: int) -> None:
+    """x0*(exp(x1) - 1) over x1 from 0.01 to 10, each reading with noise of 1% of it: the
+    - 1 shows only on readings 1e4 times smaller than the largest, whose noise it exceeds a
+    hundredfold. Unweighted, least squares saw only the largest readings and returned
+    x0*exp(x1) - 1.4, or x0*exp(x1)."""
+    spec = OracleSpec((Variable("x0", 1.0, 2.0), Variable("x1", 0.01, 10.0)), name="test:relative")
+    rng = np.random.default_rng(5)
+    oracle = CallableOracle(lambda X: X[:, 0] * np.expm1(X[:, 1]) * (1 + 0.01 * rng.standard_normal(len(X))), spec)
+    result = run_search("racing", oracle, PLANE_CONFIG.replace(operators=("add", "mul", "exp")), seed=seed)
+    assert result.noise.relative == pytest.approx(0.01, rel=0.2)
+    assert result.best.expression == "x0*(exp(x1) - 1)"
+
+
 def test_selection_accuracy_takes_the_front_s_lowest_validation_error() -> None:
     """A noisy plane: the parsimonious choice is the plane, `accuracy` the entry of lowest
     validation error, which is the last on the front."""

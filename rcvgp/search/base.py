@@ -182,7 +182,7 @@ class Candidate:
     sympy_expr: Any  # a sympy.Expr over the oracle's variable names
     schedule: tuple[tuple[str, ...], ...]  # controlled variable names per round, last is ()
     complexity: int  # nodes in its tree
-    loss: float  # NMSE on the data it was fitted to (no variable held)
+    loss: float  # NMSE on the data it was fitted to (no variable held), weighted as the search weighs it
     nmse_validation: float
     chosen: bool = False  # the law was chosen from this entry of the front
 

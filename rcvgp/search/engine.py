@@ -1152,7 +1152,8 @@ class Run:
         if (trimmed := drop_negligible_terms(readable, names, X_val)) is not readable and acceptable(tidy(trimmed)):
             readable = tidy(trimmed)
         on_val = predict(readable, names, X_val)
-        shown = dataclasses.replace(law, prediction=on_val, nmse_validation=float(val.losses(on_val[None])[0]),
+        nmse = regression_metrics(val.y[0], on_val)["nmse"]
+        shown = dataclasses.replace(law, prediction=on_val, nmse_validation=nmse if nmse == nmse else math.inf,
                                     loss=float(fit_data.losses(predict(readable, names, X_fit)[None])[0]))
         X_test = test.X[0] * lab.x_scale
         on_test = predict(readable, names, X_test)
