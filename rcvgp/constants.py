@@ -51,6 +51,9 @@ class Trials:
         The noise standard deviation of each reading (None: noiseless), and
     uncertainty : float
         its relative uncertainty: together they set :attr:`floor`.
+    weighted : bool
+        Whether each reading is weighted by the inverse of its noise where that is not alike
+        on every reading (:func:`rcvgp.noisefloor.reading_weights`).
     """
 
     def __init__(
@@ -60,6 +63,7 @@ class Trials:
         controlled: frozenset[int] = frozenset(),
         noise_std: np.ndarray | None = None,
         uncertainty: float = 0.0,
+        weighted: bool = True,
     ) -> None:
         self.X = np.asarray(X, dtype=float)
         self.y = np.asarray(y, dtype=float)
@@ -68,7 +72,7 @@ class Trials:
         self.uncertainty = float(uncertainty)
         self.mask = np.isfinite(self.y)
         #: (K, m) each reading's weight in the loss, from its noise; None: all alike
-        self.weight = reading_weights(self.noise_std, self.mask)
+        self.weight = reading_weights(self.noise_std, self.mask) if weighted else None
         self.y0 = np.where(self.mask, self.y, 0.0)
         self.complete = bool(self.mask.all())  # the fits skip masking when every point was measured
         self.n_valid = self.mask.sum(axis=1)
@@ -110,7 +114,8 @@ class Trials:
     def subset(self, k: int) -> Trials:
         """Trial ``k`` alone."""
         noise = None if self.noise_std is None else self.noise_std[k : k + 1]
-        return Trials(self.X[k : k + 1], self.y[k : k + 1], self.controlled, noise, self.uncertainty)
+        return Trials(self.X[k : k + 1], self.y[k : k + 1], self.controlled, noise, self.uncertainty,
+                      self.weight is not None)
 
     def losses(self, prediction: np.ndarray) -> np.ndarray:
         """Per-trial NMSE of a prediction of shape (K, m), weighted (:attr:`weight`); BAD_LOSS

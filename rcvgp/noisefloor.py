@@ -287,7 +287,8 @@ def floor_levels(noise_std: np.ndarray | None, mask: np.ndarray, spread: np.ndar
     return Floor(expected, level, distinct, per_constant)
 
 
-def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise_std: np.ndarray) -> bool:
+def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise_std: np.ndarray,
+              weighted: bool = True) -> bool:
     """Whether ``candidate``'s predictions of readings ``y`` are not distinguishably worse than
     ``reference``'s: the rise in mean squared error is within :data:`Z` standard errors of what
     the noise makes of their difference, or within rounding.
@@ -295,7 +296,7 @@ def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise
     The standard error comes from the noise model, not from the spread of the squared errors,
     so a candidate whose errors are rare but large cannot hide behind them, and with no noise
     any rise beyond rounding counts. Noise that is not alike on every reading weights each by
-    the inverse of its noise (:func:`reading_weights`).
+    the inverse of its noise (:func:`reading_weights`) if ``weighted``.
 
     Parameters
     ----------
@@ -306,7 +307,7 @@ def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise
     y, candidate, reference, noise_std = y[ok], candidate[ok], reference[ok], noise_std[ok]
     if y.size < 2 or not np.isfinite(candidate).all():
         return False
-    if (weight := reading_weights(noise_std, np.ones(y.shape, dtype=bool))) is not None:
+    if weighted and (weight := reading_weights(noise_std, np.ones(y.shape, dtype=bool))) is not None:
         # As the search judges fits: each reading weighted by the inverse of its noise.
         y, candidate, reference, noise_std = y * weight, candidate * weight, reference * weight, noise_std * weight
     unit = float(np.abs(y).max()) or 1.0  # scale-free: squares of y ~ 1e200 would overflow

@@ -91,7 +91,8 @@ def pareto_front(fitted: Iterable[Fitted]) -> list[Fitted]:
     return front_of(fitted, lambda f: (f.complexity, f.nmse_validation))
 
 
-def choose(front: Sequence[Fitted], y: np.ndarray, noise_std: np.ndarray, rule: str = "parsimonious") -> int:
+def choose(front: Sequence[Fitted], y: np.ndarray, noise_std: np.ndarray, rule: str = "parsimonious",
+           weighted: bool = True) -> int:
     """The index of the law on ``front`` (simplest first) by ``rule`` (see the module's text).
 
     Parameters
@@ -102,6 +103,8 @@ def choose(front: Sequence[Fitted], y: np.ndarray, noise_std: np.ndarray, rule: 
     noise_std : ndarray of shape (n_validation,)
         The noise standard deviation of each reading.
     rule : {'parsimonious', 'accuracy'}
+    weighted : bool
+        Whether readings are weighted by their noise (:func:`rcvgp.noisefloor.not_worse`).
     """
     if not front:
         raise ValueError("choose needs at least one fitted expression")
@@ -111,7 +114,7 @@ def choose(front: Sequence[Fitted], y: np.ndarray, noise_std: np.ndarray, rule: 
     if rule == "accuracy":
         return best
     for i, f in enumerate(front[:best]):
-        if not_worse(y, f.prediction, front[best].prediction, noise_std):
+        if not_worse(y, f.prediction, front[best].prediction, noise_std, weighted):
             return i
     return best
 

@@ -189,7 +189,16 @@ class Lab:
         if X.ndim == 2:
             X, y = X[None], y[None]
         noise_std = None if self.noise.zero else self.noise.std(y)
-        return Trials(X, y, controlled, noise_std, self.noise.uncertainty)
+        return Trials(X, y, controlled, noise_std, self.noise.uncertainty, self.weighted)
+
+    @property
+    def weighted(self) -> bool:
+        """Whether fits weigh each reading by the inverse of its noise: where the noise has a part
+        proportional to the reading. A deterministic rig's rounding alone is not weighted: its
+        steps are finest on readings near zero, which then outweigh the rest a millionfold and
+        leave no fit of a zero-crossing law in reach (a damped oscillator read to four digits
+        came back as a function of its damping alone, NMSE 1)."""
+        return self.noise is not None and self.noise.relative > 0
 
     def new_round(self) -> None:
         """Forget this round's trials: the next request for a controlled set measures anew."""
@@ -1067,7 +1076,7 @@ class Run:
         # Each entry without the parts the validation data do not need, so that the choice weighs
         # the laws' own sizes, not those of the trees they came in.
         front = pareto_front(self._pruned_law(f, fit_data, val, noise) for f in fitted)
-        index, most_accurate = choose(front, val.y[0], noise, cfg.selection), best_of(front)
+        index, most_accurate = choose(front, val.y[0], noise, cfg.selection, lab.weighted), best_of(front)
         # The choice is made; if it is a law (it fits the validation data to the noise floor: an
         # approximation's constants are no law's, and not worth the rig's time; nor is the mean
         # of readings that show no variable's effect), its constants (and those of the most
@@ -1093,8 +1102,8 @@ class Run:
 
         def acceptable(e: sympy.Expr, restrictions: int | None = None) -> bool:
             on_fit = predict(e, names, X_fit)
-            if not (not_worse(y_val, predict(e, names, X_val), best.prediction, noise)
-                    and not_worse(y_fit, on_fit, best_on_fit, noise_fit)):
+            if not (not_worse(y_val, predict(e, names, X_val), best.prediction, noise, lab.weighted)
+                    and not_worse(y_fit, on_fit, best_on_fit, noise_fit, lab.weighted)):
                 return False
             # A snap (``restrictions`` constants set to simple values) is a claim about the law's
             # constants, so beyond not being worse, the readings the law was fitted to must be
@@ -1287,9 +1296,10 @@ class Run:
             for child in deletions(law.expr) + hoists(law.expr):
                 init = inherited_constants(law.expr, law.constants[None], child)
                 fitted = self._fitted(child, init[0], law.schedule, data, val)
-                if (not_worse(val.y[0], fitted.prediction, entry.prediction, noise)
+                weighted = self.lab.weighted
+                if (not_worse(val.y[0], fitted.prediction, entry.prediction, noise, weighted)
                         or (fitted.loss <= entry.loss * (1 + SAME_FIT)
-                            and not_worse(y, everywhere(fitted), on_all, every_noise))):
+                            and not_worse(y, everywhere(fitted), on_all, every_noise, weighted))):
                     law, shrunk = fitted, True
                     break
         return law
@@ -1612,7 +1622,8 @@ def _as_good(trials: Trials, new: np.ndarray, old: np.ndarray) -> bool:
     """Whether predictions ``new`` (K, m) fit every trial as well as ``old``, as far as the
     noise can tell (:func:`rcvgp.noisefloor.not_worse`; rounding, with no noise)."""
     noise = trials.noise_std if trials.noise_std is not None else np.zeros_like(trials.y)
-    return all(not_worse(trials.y[k], new[k], old[k], noise[k]) for k in range(trials.n_trials))
+    weighted = trials.weight is not None
+    return all(not_worse(trials.y[k], new[k], old[k], noise[k], weighted) for k in range(trials.n_trials))
 
 
 def _median_start(constants: np.ndarray) -> np.ndarray | None:
