@@ -1289,14 +1289,13 @@ class Run:
         def everywhere(fit: Fitted) -> np.ndarray:
             return np.concatenate([evaluate(fit.expr.tokens, data.X[0], fit.constants), fit.prediction])
 
-        on_all = everywhere(entry)
+        on_all, weighted = everywhere(entry), self.lab.weighted
         law, shrunk = entry, True
         while shrunk:
             shrunk = False
             for child in deletions(law.expr) + hoists(law.expr):
                 init = inherited_constants(law.expr, law.constants[None], child)
                 fitted = self._fitted(child, init[0], law.schedule, data, val)
-                weighted = self.lab.weighted
                 if (not_worse(val.y[0], fitted.prediction, entry.prediction, noise, weighted)
                         or (fitted.loss <= entry.loss * (1 + SAME_FIT)
                             and not_worse(y, everywhere(fitted), on_all, every_noise, weighted))):
