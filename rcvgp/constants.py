@@ -83,8 +83,9 @@ class Trials:
         #: (both weighted, where readings are: a prediction of the weighted mean scores 1).
         self.spread = unit * np.sqrt(np.where(var > 1e-12 * power, var, np.maximum(power, 1e-300)))
         #: what the noise lets a fit reach on each trial (see :func:`rcvgp.noisefloor.floor_levels`)
-        weighted = self.noise_std if self.weight is None else self.noise_std * self.weight
-        self.floor: Floor = floor_levels(weighted, self.mask, self.spread, self.uncertainty)
+        # Weighted, each reading's noise is the same in the loss: the weights' typical noise.
+        floor_noise = self.noise_std if self.weight is None else self.noise_std * self.weight
+        self.floor: Floor = floor_levels(floor_noise, self.mask, self.spread, self.uncertainty)
 
     @property
     def n_trials(self) -> int:

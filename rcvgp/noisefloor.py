@@ -222,9 +222,10 @@ def reading_weights(noise_std: np.ndarray | None, mask: np.ndarray) -> np.ndarra
     on every reading (no weighting then).
 
     Weighted so, least squares is the likelihood of Gaussian noise, and its NMSE reads as one
-    under noise alike everywhere. Under noise of a fraction of each reading (or readings shown
-    to a few digits) a law's readings can span decades; unweighted, only the largest count: a
-    diode's ``I0*(exp(V/Vt) - 1)`` at 1% came back as ``0.988*I0*exp(V/Vt)``.
+    under noise alike everywhere. Under noise of a fraction of each reading a law's readings
+    can span decades; unweighted, only the largest count: a diode's ``I0*(exp(V/Vt) - 1)`` at 1%
+    came back as ``0.988*I0*exp(V/Vt)``. (The search leaves a rig's rounding alone unweighted:
+    ``rcvgp.search.engine.Lab.weighted``.)
     """
     if noise_std is None:
         return None
