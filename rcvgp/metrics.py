@@ -15,7 +15,7 @@ import numpy as np
 import sympy
 
 from rcvgp.oracle import Variable, sample_variable
-from rcvgp.timelimit import TimeUp, time_limit
+from rcvgp.timelimit import TimeUp, call_with_time_limit
 
 __all__ = ["regression_metrics", "is_exact", "domain_symbol", "round_floats", "scaled_moments"]
 
@@ -107,8 +107,9 @@ def is_exact(
     fitted leftovers such as ``cos(x1 - 1.3e-6)``; so floats of ``found`` smaller than ``rel``
     times the truth's smallest constant count as 0, and a difference whose expanded
     coefficients are all that small counts as none. sympy's simplify can run for hours on some
-    expressions (factoring inside trigsimp): the symbolic checks stop after ``seconds``, and
-    what they could not show equal in that time is judged not exact.
+    expressions (factoring inside trigsimp): the symbolic checks run in a child process, killed
+    after ``seconds`` (:mod:`rcvgp.timelimit`), and what they could not show equal in that time
+    is judged not exact.
 
     Parameters
     ----------
@@ -143,9 +144,8 @@ def is_exact(
         # numbers (0/0 without them) or a product of the truth's constants in small units
         # (6.6743e-11/x3 for 6.6743e-7*1e-4/x3) is the law.
         symbolic = f if _undefined(zeroed) or _numerically_unlike(zeroed, t, domains) else zeroed
-        with time_limit(seconds):
-            return _symbolically_equal(symbolic, t, digits, tiny, rel, domains)
-    except (TypeError, ValueError, RecursionError, ZeroDivisionError, TimeUp):
+        return call_with_time_limit(seconds, _symbolically_equal, symbolic, t, digits, tiny, rel, domains)
+    except (TypeError, ValueError, RecursionError, ZeroDivisionError, TimeUp, ChildProcessError):
         return False
 
 
