@@ -147,7 +147,9 @@ def estimate_noise(y: np.ndarray) -> NoiseModel:
 
     The sample variance of each row is chi-squared about the model's variance at the row's mean;
     the two coefficients are fitted (non-negative) by least squares weighted by the inverse
-    variance of each sample variance, re-weighted a few times.
+    variance of each sample variance, re-weighted a few times. The part proportional to the
+    reading is kept only where the replicates show it: a likelihood-ratio test against noise
+    alike on every reading, at :data:`Z` standard errors.
     """
     from scipy.optimize import nnls
 
@@ -184,9 +186,25 @@ def estimate_noise(y: np.ndarray) -> NoiseModel:
         model = a + b * square
         if not (model > 0).all():
             break
+    if b > 0 and not _shows_proportional_part(dof, var, pooled, a + b * square):
+        a, b = pooled, 0.0
     quietest = float(np.min(np.maximum(a, 0.0) + np.maximum(b, 0.0) * square))
     return NoiseModel(unit * math.sqrt(max(a, 0.0)), math.sqrt(max(b, 0.0)), total, "replicates", digits, resolution,
                       unit * math.sqrt(quietest))
+
+
+def _shows_proportional_part(dof: np.ndarray, var: np.ndarray, pooled: float, model: np.ndarray) -> bool:
+    """Whether sample variances ``var`` (with ``dof`` degrees of freedom) follow ``model`` more
+    likely than the constant ``pooled`` by :data:`Z` standard errors (a likelihood-ratio test).
+
+    Under noise alike everywhere, the fitted part proportional to the reading is above zero half
+    the time by chance; kept, it would weigh readings unequally for nothing.
+    """
+    def log_likelihood(variance: np.ndarray | float) -> float:
+        variance = np.maximum(variance, 1e-300 * pooled)
+        return float(-0.5 * np.sum(dof * (np.log(variance) + var / variance)))
+
+    return 2.0 * (log_likelihood(model) - log_likelihood(pooled)) > Z**2
 
 
 @dataclass(frozen=True)
