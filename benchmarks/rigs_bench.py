@@ -6,11 +6,13 @@ count per noise level.
 Noise follows SRBench: Gaussian, standard deviation ``level`` x std(y) over the variables'
 ranges (estimated once per law from 100,000 uniform points); with ``--relative``, ``level`` of
 each reading instead (an instrument's "1% of reading"). With ``--digits N`` each reading is
-then rounded to N significant digits, as a meter that shows N digits would.
+then rounded to N significant digits, as a meter that shows N digits would; with ``--wild F``
+a fraction F of readings is wild (times a uniform draw from 0 to 3: a loose contact).
 
     python benchmarks/rigs_bench.py --noise 0,0.01 --seeds 1 --jobs 2
     python benchmarks/rigs_bench.py --noise 0.01 --relative --jobs 2
     python benchmarks/rigs_bench.py --noise 0 --digits 4 --jobs 2
+    python benchmarks/rigs_bench.py --noise 0.001 --wild 0.002 --jobs 2
 """
 
 from __future__ import annotations
@@ -239,7 +241,8 @@ LAWS: dict[str, tuple[str, tuple[Variable, ...], Callable[..., np.ndarray]]] = {
 }
 
 
-def run_one(name: str, level: float, seed: int, digits: int = 0, relative: bool = False) -> dict[str, Any]:
+def run_one(name: str, level: float, seed: int, digits: int = 0, relative: bool = False,
+            wild: float = 0.0) -> dict[str, Any]:
     truth, variables, law = LAWS[name]
     spec = OracleSpec(variables=variables, output=Output("y", ""), name=f"rig:{name}")
     lo, hi = np.array([v.low for v in variables]), np.array([v.high for v in variables])
@@ -249,6 +252,8 @@ def run_one(name: str, level: float, seed: int, digits: int = 0, relative: bool 
     def measure(X: np.ndarray) -> np.ndarray:
         truth = law(*X.T)
         y = truth + level * (np.abs(truth) if relative else spread) * noise.standard_normal(len(X))
+        if wild:
+            y = np.where(noise.random(len(X)) < wild, y * noise.uniform(0.0, 3.0, len(X)), y)
         return np.array([float(f"{v:.{digits - 1}e}") for v in y]) if digits else y
 
     start = time.process_time()
@@ -268,15 +273,19 @@ def main() -> None:
     parser.add_argument("--digits", type=int, default=0, help="significant digits each reading is rounded to "
                                                               "(default 0: not rounded)")
     parser.add_argument("--relative", action="store_true", help="noise a fraction of each reading, not of std(y)")
+    parser.add_argument("--wild", type=float, default=0.0, help="fraction of readings that are wild: times a "
+                                                                "uniform draw from 0 to 3, as a loose contact gives")
     args = parser.parse_args()
     if args.digits < 0 or args.digits > 17:
         parser.error(f"--digits must be 0 (not rounded) to 17, got {args.digits}")
+    if not 0 <= args.wild < 1:
+        parser.error(f"--wild must be a fraction from 0 to below 1, got {args.wild}")
     names = [n.strip() for n in args.laws.split(",") if n.strip()] or list(LAWS)
     unknown = [n for n in names if n not in LAWS]
     if unknown:
         parser.error(f"unknown law(s) {', '.join(unknown)}; known: {', '.join(LAWS)}")
     levels = [float(x) for x in args.noise.split(",")]
-    runs = [(n, level, seed, args.digits, args.relative) for level in levels for n in names for seed in range(args.seeds)]
+    runs = [(n, level, seed, args.digits, args.relative, args.wild) for level in levels for n in names for seed in range(args.seeds)]
     exact: dict[float, int] = {level: 0 for level in levels}
     with ProcessPoolExecutor(args.jobs) as pool:
         for out in pool.map(run_one, *zip(*runs)):
@@ -284,7 +293,8 @@ def main() -> None:
             print(f"{out['law']:20s} noise {out['noise']:<5g} seed {out['seed']}  "
                   f"{'exact' if out['exact'] else 'not exact':9s}  NMSE {out['nmse']:.2g}  "
                   f"CPU {out['cpu']:5.1f} s  points {out['points']:,}  {out['found']}", flush=True)
-    rounded = (", of each reading" if args.relative else "") + (f", readings to {args.digits} digits" if args.digits else "")
+    rounded = ((", of each reading" if args.relative else "") + (f", readings to {args.digits} digits" if args.digits else "")
+               + (f", {args.wild:g} of readings wild" if args.wild else ""))
     for level in levels:
         print(f"noise {level:g}{rounded}: {exact[level]} of {len(names) * args.seeds} exact")
 

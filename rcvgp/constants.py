@@ -66,13 +66,28 @@ class Trials:
         weighted: bool = True,
     ) -> None:
         self.X = np.asarray(X, dtype=float)
-        self.y = np.asarray(y, dtype=float)
         self.controlled = frozenset(controlled)
-        self.noise_std = None if noise_std is None else np.broadcast_to(np.asarray(noise_std, dtype=float), self.y.shape)
         self.uncertainty = float(uncertainty)
+        self.weighted = weighted
+        #: (K, m) the readings measured a second time already, and those the second reading
+        #: replaced (:meth:`rcvgp.search.engine.Lab.second_readings`)
+        self.checked = np.zeros(np.shape(y), dtype=bool)
+        self.replaced = np.zeros(np.shape(y), dtype=bool)
+        self._read(np.asarray(y, dtype=float), noise_std)
+
+    def reread(self, y: np.ndarray, noise_std: np.ndarray | None) -> None:
+        """Take readings ``y`` at the same set points in place of these (wild readings read
+        again), with their noise: every number made from the readings is made again, and
+        whoever holds these trials sees the new ones."""
+        self.__dict__.pop("scan_copies", None)
+        self._read(np.asarray(y, dtype=float), noise_std)
+
+    def _read(self, y: np.ndarray, noise_std: np.ndarray | None) -> None:
+        self.y = y
+        self.noise_std = None if noise_std is None else np.broadcast_to(np.asarray(noise_std, dtype=float), self.y.shape)
         self.mask = np.isfinite(self.y)
         #: (K, m) each reading's weight in the loss, from its noise; None: all alike
-        self.weight = reading_weights(self.noise_std, self.mask) if weighted else None
+        self.weight = reading_weights(self.noise_std, self.mask) if self.weighted else None
         self.y0 = np.where(self.mask, self.y, 0.0)
         self.complete = bool(self.mask.all())  # the fits skip masking when every point was measured
         self.n_valid = self.mask.sum(axis=1)
@@ -115,8 +130,7 @@ class Trials:
     def subset(self, k: int) -> Trials:
         """Trial ``k`` alone."""
         noise = None if self.noise_std is None else self.noise_std[k : k + 1]
-        return Trials(self.X[k : k + 1], self.y[k : k + 1], self.controlled, noise, self.uncertainty,
-                      self.weight is not None)
+        return Trials(self.X[k : k + 1], self.y[k : k + 1], self.controlled, noise, self.uncertainty, self.weighted)
 
     def losses(self, prediction: np.ndarray) -> np.ndarray:
         """Per-trial NMSE of a prediction of shape (K, m), weighted (:attr:`weight`); BAD_LOSS

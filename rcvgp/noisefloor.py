@@ -9,6 +9,8 @@ fits its readings no closer than that digit); an experiment may instead declare 
 :func:`floor_levels` turns the model into what the search judges fits against: the NMSE the
 noise alone gives on each trial, and the loss below which a fit cannot be told from a perfect
 one with the points at hand. With no noise, that level is rounding (:data:`EXACT_LOSS`).
+:func:`unlikely_sets`, :func:`suspects` and :func:`wild` find readings the noise cannot explain
+(a loose contact), for the search to measure again.
 
 (:class:`rcvgp.simulate.Noise` is something else: the noise a simulated oracle adds.)
 """
@@ -16,18 +18,22 @@ one with the points at hand. With no noise, that level is rounding (:data:`EXACT
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["EXACT_LOSS", "LEAST_NOISE", "ROUNDED_DIGITS", "Z", "NoiseModel", "Floor", "consistent", "estimate_noise",
-           "floor_levels", "not_worse", "read_resolution", "reading_weights"]
+__all__ = ["EXACT_LOSS", "LEAST_NOISE", "ROUNDED_DIGITS", "WILD", "Z", "NoiseModel", "Floor", "consistent", "estimate_noise",
+           "floor_levels", "not_worse", "read_resolution", "reading_weights", "suspects", "unlikely_sets", "wild"]
 
 #: Losses below this are rounding (an exact fit of doubles gives 1e-30 or so).
 EXACT_LOSS = 1e-14
 #: Standard errors a difference must exceed before the data show it (about 1 in 700 one-sided).
 Z = 3.0
+#: Noise standard deviations beyond which a reading is suspect (1 in 5e8 by chance): a loose
+#: contact, a missed trigger. Such a reading is measured again; see :func:`wild`.
+WILD = 6.0
 
 
 @dataclass(frozen=True)
@@ -205,6 +211,69 @@ def _shows_proportional_part(dof: np.ndarray, var: np.ndarray, pooled: float, mo
         return float(-0.5 * np.sum(dof * (np.log(variance) + var / variance)))
 
     return 2.0 * (log_likelihood(model) - log_likelihood(pooled)) > Z**2
+
+
+def unlikely_sets(y: np.ndarray, model: NoiseModel) -> np.ndarray:
+    """Which rows of replicate readings ``y`` (n_points, n_repeats) scatter beyond what
+    ``model`` gives them, by chance less than once in a million (a chi-square test of each
+    row's sample variance): a row holding a wild reading, which would inflate the noise
+    estimate a hundredfold. Measured again, such a row reads as the others."""
+    from scipy.stats import chi2
+
+    ok = np.isfinite(y)
+    dof = ok.sum(axis=1) - 1
+    out = np.zeros(len(y), dtype=bool)
+    if model.zero:
+        return out
+    with np.errstate(all="ignore"):
+        mean = np.where(ok, y, 0.0).sum(axis=1) / np.maximum(dof + 1, 1)
+        sd = model.std(mean)
+        scatter = np.where(ok, ((y - mean[:, None]) / sd[:, None]) ** 2, 0.0).sum(axis=1)
+    test = dof >= 1
+    out[test] = chi2.sf(scatter[test], dof[test]) < 1e-6
+    return out
+
+
+def suspects(residual: np.ndarray, noise_std: np.ndarray, mask: np.ndarray, checked: np.ndarray,
+             replaced: np.ndarray) -> np.ndarray:
+    """Readings to measure again, per row (a trial) of ``residual`` (reading less a fit): those
+    off by more than :data:`WILD` noise standard deviations and :data:`WILD` times the row's
+    typical residual (its median absolute deviation, as a standard deviation), the worst
+    first, not ``checked`` before. A fit that is only an approximation misses many readings by
+    a little; a wild reading stands out of both.
+
+    How many: a fit at the noise on most of a row's readings (a typical residual within twice
+    the noise) may nominate up to a twentieth of the row's readings in all; any other fit
+    (whose far readings are mostly where the fit is wrong) only while the row's second
+    readings that agreed with the first (checked, not ``replaced``) are under a hundredth.
+
+    Returns a boolean array of ``residual``'s shape."""
+    with np.errstate(invalid="ignore"):
+        if not np.any(mask & ~checked & (np.abs(residual) > WILD * noise_std)):
+            return np.zeros(mask.shape, dtype=bool)  # most fits: no reading far off
+    with np.errstate(all="ignore"), warnings.catch_warnings(action="ignore"):  # a row with no reading
+        s = np.where(mask, residual / noise_std, np.nan)
+        centre = np.nanmedian(s, axis=1, keepdims=True)
+        typical = 1.4826 * np.nanmedian(np.abs(s - centre), axis=1, keepdims=True)
+        z = np.nan_to_num(np.abs(s), nan=0.0, posinf=np.inf)
+        far = np.nan_to_num(np.abs(s - centre) / typical, nan=0.0, posinf=np.inf)
+    n = mask.sum(axis=1)
+    limit = np.where(typical[:, 0] <= 2.0, np.ceil(0.05 * n) - checked.sum(axis=1),
+                     np.ceil(0.01 * n) - (checked & ~replaced).sum(axis=1)).astype(int)
+    out = mask & ~checked & (z > WILD) & (far > WILD)
+    for k in np.flatnonzero(out.sum(axis=1) > limit):
+        worst = np.argsort(np.where(out[k], -z[k], np.inf))[: max(int(limit[k]), 0)]
+        out[k] = False
+        out[k, worst] = True
+    return out
+
+
+def wild(first: np.ndarray, again: np.ndarray, noise_std: np.ndarray) -> np.ndarray:
+    """Which of readings ``first`` the reading ``again`` at the same set point contradicts: the
+    two differ by more than :data:`WILD` standard deviations of a difference of two readings.
+    A fit only nominates suspects; the repeat, which knows no law, is the evidence."""
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(again) & ~(np.abs(first - again) <= WILD * math.sqrt(2.0) * noise_std)
 
 
 @dataclass(frozen=True)

@@ -264,9 +264,10 @@ def _numbers(data: dict[str, Any], unit: str) -> str:
     exact = data.get("exact")
     if exact is not None:
         cards.append(("Exact", "yes" if exact else "no", "compared symbolically with the true law"))
-    failed = data.get("points_failed") or 0
+    failed, replaced = data.get("points_failed") or 0, data.get("points_replaced") or 0
     cards.append(("Points measured", f"{int(data.get('points_measured') or 0):,}",
-                  f"in {int(data.get('requests') or 0):,} requests" + (f", {failed:,} failed" if failed else "")))
+                  f"in {int(data.get('requests') or 0):,} requests" + (f", {failed:,} failed" if failed else "")
+                  + (f", {replaced:,} wild and read again" if replaced else "")))
     cards.append(("Wall time", f"{_num(data.get('wall_seconds'), '.1f')} s",
                   f"rounds run: {data.get('rounds_run')}" if data.get("rounds_run") is not None else ""))
     wide = []

@@ -562,10 +562,15 @@ def format_summary(data: dict[str, Any]) -> str:
     hidden = [f"{n} simpler" for n in [start] if n] + [f"{n} more complex" for n in [len(equations) - start - len(shown)] if n]
     if hidden:
         lines.append(f"  {'':<11}  ({' and '.join(hidden)} in result.json, equations)")
-    failed = data.get("points_failed") or 0
+    failed, replaced = data.get("points_failed") or 0, data.get("points_replaced") or 0
+    notes = []
+    if failed:
+        notes.append(f"{failed:,} unmeasurable")
+    if replaced:
+        notes.append(f"{replaced:,} wild, replaced by a second reading")
     lines.append(
         f"  measured     {data.get('points_measured', 0):,} points in {data.get('requests', 0):,} requests"
-        + (f" ({failed:,} unmeasurable)" if failed else "")
+        + (f" ({', '.join(notes)})" if notes else "")
         + f", {_num(data.get('wall_seconds'), '.1f')} s"
     )
     j = data.get("journal") or {}

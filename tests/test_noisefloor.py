@@ -10,8 +10,8 @@ import pytest
 
 from rcvgp.constants import Trials, fit_constants
 from rcvgp.noisefloor import (
-    EXACT_LOSS, LEAST_NOISE, NoiseModel, consistent, estimate_noise, floor_levels, not_worse, read_resolution,
-    reading_weights,
+    EXACT_LOSS, LEAST_NOISE, WILD, NoiseModel, consistent, estimate_noise, floor_levels, not_worse, read_resolution,
+    reading_weights, suspects, unlikely_sets, wild,
 )
 
 
@@ -251,3 +251,53 @@ def test_readings_near_the_largest_float_are_judged_without_overflow() -> None:
     plain = floor_levels(std[None] / 1e300, np.ones((1, 64), dtype=bool), np.array([np.std(1 + x)]), 0.1)
     assert huge.level == pytest.approx(plain.level) and huge.per_constant == pytest.approx(plain.per_constant)
     assert plain.per_constant > 0
+
+
+def test_a_set_of_replicates_holding_a_wild_reading_is_told_from_the_rest() -> None:
+    """One reading of a loose contact (the reading times 2.3) among 256 at 0.1% noise inflates
+    the noise estimate by more than ten times; its set scatters beyond any chance, the others do not."""
+    for seed in range(10):
+        for std in (lambda y: np.full_like(y, 0.05), lambda y: 0.001 * y):
+            y = _replicates(std, n_points=32, seed=seed)
+            assert not unlikely_sets(y, estimate_noise(y)).any()
+            y[seed, 3] *= 2.3
+            inflated = estimate_noise(y)
+            assert inflated.std(np.array([50.0]))[0] > 10 * estimate_noise(np.delete(y, seed, axis=0)).std(np.array([50.0]))[0]
+            assert np.flatnonzero(unlikely_sets(y, inflated)).tolist() == [seed]
+    assert not unlikely_sets(y, NoiseModel()).any()  # noiseless: nothing to judge by
+
+
+def test_a_wild_reading_stands_out_of_a_good_fit_and_not_of_an_approximation() -> None:
+    rng = np.random.default_rng(0)
+    sd = np.full((2, 200), 0.1)
+    mask = np.ones((2, 200), dtype=bool)
+    none = np.zeros((2, 200), dtype=bool)
+    residual = 0.1 * rng.standard_normal((2, 200))  # a fit to the noise floor
+    residual[0, 17] += 5.0  # 50 standard deviations
+    assert np.argwhere(suspects(residual, sd, mask, none, none)).tolist() == [[0, 17]]
+    checked = none.copy()
+    checked[0, 17] = True
+    assert not suspects(residual, sd, mask, checked, none).any()  # measured again already
+    # An approximation missing every reading by some ten standard deviations: none stands out.
+    rough = residual + np.sin(np.linspace(0, 20, 200))
+    rough[0, 17] = 1.5
+    assert not suspects(rough, sd, mask, none, none).any()
+    # A fit at the noise nominates up to a twentieth of a row's readings, the worst first ...
+    many = residual.copy()
+    many[1, :15] = np.arange(1, 16)
+    assert np.argwhere(suspects(many, sd, mask, none, none)).tolist() == [[0, 17]] + [[1, i] for i in range(5, 15)]
+    # ... an approximation (typical residual 5 standard deviations) a hundredth, of second
+    # readings that agreed with the first: those that replaced a wild one do not count.
+    skewed = many + 0.5 * rng.standard_normal((2, 200))
+    skewed[1, :15] = 10 * np.arange(1, 16)
+    assert np.argwhere(suspects(skewed, sd, mask, none, none)[1]).ravel().tolist() == [13, 14]
+    agreed = none.copy()
+    agreed[1, 14] = True
+    assert np.argwhere(suspects(skewed, sd, mask, agreed, none)[1]).ravel().tolist() == [13]
+    assert np.argwhere(suspects(skewed, sd, mask, agreed, agreed)[1]).ravel().tolist() == [12, 13]
+
+
+def test_the_repeat_not_the_fit_decides_a_reading_is_wild() -> None:
+    first, sd = np.array([10.0, 10.0, 10.0, 10.0]), np.full(4, 0.1)
+    again = np.array([10.1, 10.0 + 0.99 * WILD * np.sqrt(2) * 0.1, 3.0, np.nan])
+    assert wild(first, again, sd).tolist() == [False, False, True, False]

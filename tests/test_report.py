@@ -239,6 +239,17 @@ def test_a_noisy_law_s_constants_are_on_the_page_with_their_errors(finished, tmp
     assert "the largest relative one 0.09%" in text
 
 
+def test_wild_readings_replaced_are_counted_on_the_page(finished, tmp_path):
+    report, _ = finished
+    run_dir = tmp_path / "wild"
+    shutil.copytree(report.output, run_dir)
+    data = json.loads((run_dir / "result.json").read_text())
+    data["points_failed"], data["points_replaced"] = 2, 17
+    (run_dir / "result.json").write_text(json.dumps(data))
+    text = " ".join(parse(write_report(run_dir).read_text(encoding="utf-8")).text)
+    assert f"in {data['requests']:,} requests, 2 failed, 17 wild and read again" in text
+
+
 @pytest.mark.parametrize("history_file", ["missing", "empty"])
 def test_a_folder_without_history_or_test_points_still_gets_a_page_that_says_so(finished, tmp_path, history_file):
     report, _ = finished

@@ -196,6 +196,8 @@ def test_summary_reads_well():
     assert "recovered exactly: yes" in text and "held x1 -> none held" in text
     assert "1,234 points in 5 requests (2 unmeasurable)" in text and "1,000 points replayed" in text
     assert text.count("x0 + 1") == 2  # the law once, and the true law
+    wild = format_summary({**data, "points_replaced": 3})
+    assert "1,234 points in 5 requests (2 unmeasurable, 3 wild, replaced by a second reading)" in wild
 
 
 def test_summary_names_the_noise_the_front_and_the_rounds_a_stop_left_out():

@@ -260,6 +260,7 @@ class SearchResult:
     #: the points ``test_metrics`` were computed on (not in :meth:`to_dict`: arrays, for the report)
     test_points: TestPoints | None = field(default=None, compare=False, repr=False)
     variables: tuple[str, ...] = ()  # the oracle's variable names: the columns of X, in order
+    points_replaced: int = 0  # wild readings replaced by a second reading at their set points
     #: the largest relative standard error of the law's constants as fitted, from the noise (None
     #: without noise, or when the law has no constant the data tell from zero)
     constants_error: float | None = None
@@ -350,6 +351,7 @@ class SearchResult:
             "points_measured": self.points_measured,
             "requests": self.requests,
             "points_failed": self.points_failed,
+            "points_replaced": self.points_replaced,
             "wall_seconds": self.wall_seconds,
             "stopped": self.stopped,
             "rounds_run": self.rounds[0],
@@ -393,6 +395,7 @@ class SearchResult:
                 points_measured=int(data.get("points_measured") or 0),
                 requests=int(data.get("requests") or 0),
                 points_failed=int(data.get("points_failed") or 0),
+                points_replaced=int(data.get("points_replaced") or 0),
                 wall_seconds=_float(data.get("wall_seconds")),
                 stopped=str(data.get("stopped")),
                 config=SearchConfig(**settings),

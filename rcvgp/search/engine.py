@@ -30,7 +30,9 @@ from rcvgp.gp import (
     Grammar, crossover, deletions, hoists, mutate, random_term, random_tree, simplify_tree, tournament,
 )
 from rcvgp.metrics import domain_symbol, regression_metrics, round_floats
-from rcvgp.noisefloor import EXACT_LOSS, Z, NoiseModel, consistent, estimate_noise, not_worse
+from rcvgp.noisefloor import (
+    EXACT_LOSS, Z, NoiseModel, consistent, estimate_noise, not_worse, suspects, unlikely_sets, wild,
+)
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, Variable, check_reply, design_points, design_trials
 from rcvgp.search.base import (
@@ -57,6 +59,8 @@ _EXPANSION_STEPS = 2
 _READ_EXACT = 1e-12
 #: A round's expansions join its population up to one in this many of its size.
 _EXPANSION_SHARE = 10
+#: Times the final data are read again where a fit freed of wild readings shows more.
+_REREADS = 3
 #: Seeds the replicate readings' own random stream, beside the run's seed.
 _REPLICATE_STREAM = 0x4E015E
 #: A tree with a subtree deleted gets its full fit only if its screen reaches this loss (or
@@ -132,6 +136,8 @@ class Lab:
         self.points = 0
         self.requests = 0
         self.failed = 0
+        self.replaced = 0  # readings a second reading showed wild
+        self.revision = 0  # how many times readings of trials measured already were replaced
         self.reserve = config.batch + config.n_validation + config.n_test
         # A count (integer_uniform) has no unit to change.
         self.x_scale = np.array([1.0 if v.dist == "integer_uniform" else unit_scale(_typical(v))
@@ -175,7 +181,18 @@ class Lab:
             sets = self.n_replicates // REPEATS
             X = np.repeat(design_points(self.design, sets, self.replicate_rng), REPEATS, axis=0)
             _, y = self.measure(X)
-            self.noise = estimate_noise(y.reshape(sets, REPEATS))
+            y = y.reshape(sets, REPEATS)
+            self.noise = estimate_noise(y)
+            # A set point whose readings scatter far beyond the others' holds a wild reading (a
+            # loose contact), which would inflate the noise a hundredfold: it is read again.
+            for _ in range(3):  # a set read again may hold a wild reading too
+                again = unlikely_sets(y, self.noise)
+                if not again.any() or again.sum() * REPEATS > self.room():
+                    break
+                X_again = X.reshape(sets, REPEATS, -1)[again].reshape(-1, X.shape[1])
+                y[again] = self.measure(X_again)[1].reshape(-1, REPEATS)
+                self.replaced += int(again.sum()) * REPEATS
+                self.noise = estimate_noise(y)
             if not self.noise.dof:
                 raise OracleError(
                     f"{self.spec.name}: no set point of the noise estimate gave two readings "
@@ -242,7 +259,39 @@ class Lab:
         if self.noise.zero or n <= 0:
             return trials
         more = self.fresh_points(n)
-        return self._with_noise(np.concatenate([trials.X[0], more.X[0]]), np.concatenate([trials.y[0], more.y[0]]))
+        out = self._with_noise(np.concatenate([trials.X[0], more.X[0]]), np.concatenate([trials.y[0], more.y[0]]))
+        out.checked[0, : trials.X.shape[1]] = trials.checked[0]
+        out.replaced[0, : trials.X.shape[1]] = trials.replaced[0]
+        return out
+
+    def second_readings(self, trials: Trials, prediction: np.ndarray) -> bool:
+        """Measure again the readings of ``trials`` that a fit's ``prediction`` (K, m) nominates
+        as wild (:func:`~rcvgp.noisefloor.suspects`), and put the repeat in place of each it
+        contradicts (:func:`~rcvgp.noisefloor.wild`), in ``trials`` itself; whether any was.
+
+        Least squares takes every reading at its word: one reading of a loose contact among 256
+        keeps every fit of its trial off the noise floor, so the round neither freezes nor ends.
+        """
+        if trials.noise_std is None:
+            return False
+        nominated = suspects(trials.y - prediction, trials.noise_std, trials.mask, trials.checked, trials.replaced)
+        n = int(nominated.sum())
+        if not n or n > self.room():
+            return False
+        trials.checked |= nominated
+        reached, again = self.measure(trials.X[nominated])
+        again = np.where((reached == trials.X[nominated]).all(axis=1), again, np.nan)  # the same set points only
+        replaced = wild(trials.y[nominated], again, trials.noise_std[nominated])
+        if not replaced.any():
+            return False
+        assert self.noise is not None  # known before any trial is measured
+        self.replaced += int(replaced.sum())
+        self.revision += 1
+        y = trials.y.copy()
+        y[nominated] = np.where(replaced, again, y[nominated])
+        trials.replaced[nominated] = replaced
+        trials.reread(y, None if self.noise.zero else self.noise.std(y))
+        return True
 
     def room(self) -> int:
         """Points the budgets leave outside the reserve (a large number if none is set)."""
@@ -437,6 +486,7 @@ class Run:
         self.fitter = Fitter(config.optimizer, config.fit_iterations, executor, config.workers)
         self._cache: dict[tuple[tuple[str, ...], int], FitResult] = {}
         self._cache_data: dict[int, Trials] = {}  # keeps cached data alive, so ids stay unique
+        self._revision = 0  # the lab's revision of the readings when the population was last fitted
         self.best_seen = math.inf
 
     # --- fitting -------------------------------------------------------------------------
@@ -460,7 +510,30 @@ class Run:
                 self._cache_data[id(job.trials)] = job.trials
                 todo[key] = job._replace(seed=int(self.rng.integers(2**63)) if stochastic else None)
         self._cache.update(zip(todo, self.fitter.fit(list(todo.values()))))
-        return [self._cache[key] for key in keys]
+        fits = [self._cache[key] for key in keys]
+        if self._reread(jobs, fits):
+            return self.fit_all(jobs)  # on the readings that replaced the wild ones
+        return fits
+
+    def _reread(self, jobs: Sequence[FitJob], fits: Sequence[FitResult]) -> bool:
+        """Whether the best fit of any data set among ``jobs`` showed wild readings of it, read
+        again and replaced (:meth:`Lab.second_readings`); every fit on that data set is then
+        forgotten, and the individuals fitted on it before are fitted again in :meth:`evolve`.
+        The best fit of a batch nominates: a tree that fits to the floor but for a few readings."""
+        best: dict[int, int] = {}
+        for i, (job, fit) in enumerate(zip(jobs, fits)):
+            j = best.setdefault(id(job.trials), i)
+            if fit.fitness < fits[j].fitness:
+                best[id(job.trials)] = i
+        changed = set()
+        for i in best.values():
+            job, fit = jobs[i], fits[i]
+            usable = job.trials.noise_std is not None and math.isfinite(fit.fitness)
+            if usable and self.lab.second_readings(job.trials, evaluate(job.tokens, job.trials.X, fit.constants)):
+                changed.add(id(job.trials))
+        if changed:
+            self._cache = {key: fit for key, fit in self._cache.items() if key[1] not in changed}
+        return bool(changed)
 
     def fit(
         self, expr: Expr, trials: Trials, threshold: float = math.inf, init: np.ndarray | None = None
@@ -502,6 +575,7 @@ class Run:
         ])
         out = [dataclasses.replace(new, samples=old.samples) for new, old in zip(out, pop)]
         self.current = out
+        self._revision = self.lab.revision
         return out
 
     def next_round(self, pop: Sequence[Individual]) -> list[Individual]:
@@ -826,6 +900,9 @@ class Run:
         steady = 0
         score = _scores(pop)
         for gen in range(n_generations):
+            if self.lab.revision != self._revision:  # readings were replaced since pop was fitted
+                pop = _rank(self.refit(pop))
+                score = _scores(pop)
             best_before = _rank_key(pop[0], score[0]) if pop else None
             survive = max(ind.fitness for ind in pop) if len(pop) >= size else math.inf
             # Mates share the controlled set and the settled variables, so that a swapped subtree
@@ -1071,8 +1148,9 @@ class Run:
         val = lab.fresh_points(cfg.n_validation, reserved=True)
         test = lab.fresh_points(cfg.n_test, reserved=True)
         assert lab.noise is not None  # measured with the first trials
-        noise = lab.noise.std(val.y[0])
         fitted = pareto_front(self._fitted(expr, start, schedule, fit_data, val) for expr, start, schedule in structures)
+        fitted = self._without_wild(fitted, fit_data, val)
+        noise = lab.noise.std(val.y[0])
         # Each entry without the parts the validation data do not need, so that the choice weighs
         # the laws' own sizes, not those of the trees they came in.
         front = pareto_front(self._pruned_law(f, fit_data, val, noise) for f in fitted)
@@ -1087,6 +1165,7 @@ class Run:
         more = self._points_for_precision(chosen, fit_data) if is_law else 0
         if more:
             fit_data = lab.with_more_points(fit_data, more)
+            lab.second_readings(fit_data, evaluate(chosen.expr.tokens, fit_data.X, chosen.constants))
             front = [self._fitted(f.expr, f.constants, f.schedule, fit_data, val) if i in (index, most_accurate) else f
                      for i, f in enumerate(front)]
         if is_law and not lab.noise.zero:
@@ -1180,6 +1259,7 @@ class Run:
             points_measured=lab.points,
             requests=lab.requests,
             points_failed=lab.failed,
+            points_replaced=lab.replaced,
             wall_seconds=time.perf_counter() - self.started,
             stopped=stopped,
             config=cfg,
@@ -1190,6 +1270,18 @@ class Run:
             constants_error=self._constants_error(law, fit_data),
             constants=None if lab.noise.zero else constant_errors(readable, names, X_fit, noise_fit),
         )
+
+    def _without_wild(self, fitted: list[Fitted], data: Trials, val: Trials) -> list[Fitted]:
+        """``fitted``, fitted anew for as long as the most accurate of them shows wild readings
+        of the final fit's or validation data, read again and replaced (:meth:`Lab.second_readings`;
+        a fit freed of one wild reading shows the next)."""
+        for _ in range(_REREADS):
+            best = fitted[best_of(fitted)]
+            replaced = self.lab.second_readings(data, evaluate(best.expr.tokens, data.X, best.constants))
+            if not (self.lab.second_readings(val, best.prediction[None]) or replaced):
+                break
+            fitted = pareto_front(self._fitted(f.expr, f.constants, f.schedule, data, val) for f in fitted)
+        return fitted
 
     @staticmethod
     def _fits_to_floor(law: Fitted, val: Trials) -> bool:
