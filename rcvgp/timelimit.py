@@ -25,7 +25,14 @@ class TimeUp(Exception):
 def call_with_time_limit(seconds: float, fn: Callable[..., T], *args: Any) -> T:
     """``fn(*args)`` run in a child process, or :class:`TimeUp` after ``seconds`` of wall time.
     ``fn`` must be a module-level function, and its arguments and result picklable; an exception
-    it raises is raised here, :class:`ChildProcessError` if the child dies (out of memory)."""
+    it raises is raised here, :class:`ChildProcessError` if the child dies (out of memory).
+
+    In a daemonic process (a ``multiprocessing.Pool`` worker), which may have no children,
+    ``fn`` runs in this process, with no limit."""
+    import multiprocessing
+
+    if multiprocessing.current_process().daemon:
+        return fn(*args)
     return _CHILD.call(seconds, fn, args)
 
 
@@ -62,10 +69,12 @@ class _Child:
 
         ctx = spawn_context()
         self._conn, child_end = ctx.Pipe()
-        self._process = ctx.Process(target=_serve, args=(child_end,), name="rcvgp-time-limit")
+        # Daemonic: a worker process that ends joins its other children first (multiprocessing's
+        # exit), and this one would wait for a call forever: a benchmark hung at its end so.
+        self._process = ctx.Process(target=_serve, args=(child_end,), name="rcvgp-time-limit", daemon=True)
         self._process.start()
         child_end.close()
-        atexit.register(self._stop)  # before multiprocessing's own exit, which joins children
+        atexit.register(self._stop)
 
     def _stop(self) -> None:
         if self._process is None:

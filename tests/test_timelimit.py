@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +48,30 @@ def test_a_call_s_result_and_error_come_back_from_one_reused_child() -> None:
     first = call_with_time_limit(30.0, _pid)
     assert first != os.getpid()
     assert call_with_time_limit(30.0, _pid) == first
+
+
+@pytest.mark.integration
+def test_worker_processes_that_used_the_limit_end_and_a_daemonic_one_runs_the_call_itself(tmp_path: Path) -> None:
+    """A benchmark's worker joins its children as it ends: the limit's child, waiting for its
+    next call, kept it (and the benchmark) from ending at all. A multiprocessing.Pool worker is
+    daemonic and may have no child: it runs the call itself."""
+    script = textwrap.dedent("""
+        import multiprocessing
+        from rcvgp.pool import process_pool, single_threaded_children
+        from rcvgp.timelimit import call_with_time_limit
+
+        def pid_of_the_call(_):
+            import os
+            return call_with_time_limit(30.0, os.getpid), os.getpid()
+
+        if __name__ == "__main__":
+            with single_threaded_children(), process_pool(2) as pool:
+                assert all(call != worker for call, worker in pool.map(pid_of_the_call, range(4)))
+            with multiprocessing.get_context("spawn").Pool(2) as daemonic:
+                assert all(call == worker for call, worker in daemonic.map(pid_of_the_call, range(2)))
+            print("ended")
+    """)
+    path = tmp_path / "workers.py"  # spawned workers import their functions from a file
+    path.write_text(script)
+    done = subprocess.run([sys.executable, str(path)], check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ended", done.stderr
