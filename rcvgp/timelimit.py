@@ -47,13 +47,14 @@ class _Child:
     def call(self, seconds: float, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         with self._lock:
             if self._process is None or not self._process.is_alive():
+                self._stop()  # one that died (killed from outside) leaves its pipe to close
                 self._start()
             try:
                 self._conn.send((fn, args))
                 if not self._conn.poll(seconds):
                     raise TimeUp
                 ok, value = self._conn.recv()
-            except EOFError:
+            except (EOFError, ConnectionError):  # the child died: killed, or out of memory
                 self._stop()
                 raise ChildProcessError("the time-limited call's process ended without a reply") from None
             except BaseException:

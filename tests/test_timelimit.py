@@ -50,6 +50,16 @@ def test_a_call_s_result_and_error_come_back_from_one_reused_child() -> None:
     assert call_with_time_limit(30.0, _pid) == first
 
 
+def test_a_child_killed_from_outside_is_replaced_at_the_next_call() -> None:
+    first = call_with_time_limit(30.0, _pid)
+    os.kill(first, signal.SIGKILL)
+    try:
+        second = call_with_time_limit(30.0, _pid)
+    except ChildProcessError:  # sent before the death was seen: this call is lost, not the next
+        second = call_with_time_limit(30.0, _pid)
+    assert second not in (first, os.getpid())
+
+
 @pytest.mark.integration
 def test_worker_processes_that_used_the_limit_end_and_a_daemonic_one_runs_the_call_itself(tmp_path: Path) -> None:
     """A benchmark's worker joins its children as it ends: the limit's child, waiting for its
