@@ -205,8 +205,12 @@ class Lab:
         assert self.noise is not None  # _start has measured it
         if X.ndim == 2:
             X, y = X[None], y[None]
-        noise_std = None if self.noise.zero else self.noise.std(y)
-        return Trials(X, y, controlled, noise_std, self.noise.uncertainty, self.weighted)
+        return Trials(X, y, controlled, self._noise_std(y), self.noise.uncertainty, self.weighted)
+
+    def _noise_std(self, y: np.ndarray) -> np.ndarray | None:
+        """The noise of each of readings ``y``; None without noise."""
+        assert self.noise is not None  # _start has measured it
+        return None if self.noise.zero else self.noise.std(y)
 
     @property
     def weighted(self) -> bool:
@@ -284,13 +288,12 @@ class Lab:
         replaced = wild(trials.y[nominated], again, trials.noise_std[nominated])
         if not replaced.any():
             return False
-        assert self.noise is not None  # known before any trial is measured
         self.replaced += int(replaced.sum())
         self.revision += 1
         y = trials.y.copy()
         y[nominated] = np.where(replaced, again, y[nominated])
         trials.replaced[nominated] = replaced
-        trials.reread(y, None if self.noise.zero else self.noise.std(y))
+        trials.reread(y, self._noise_std(y))
         return True
 
     def room(self) -> int:
@@ -1713,8 +1716,7 @@ def _as_good(trials: Trials, new: np.ndarray, old: np.ndarray) -> bool:
     """Whether predictions ``new`` (K, m) fit every trial as well as ``old``, as far as the
     noise can tell (:func:`rcvgp.noisefloor.not_worse`; rounding, with no noise)."""
     noise = trials.noise_std if trials.noise_std is not None else np.zeros_like(trials.y)
-    weighted = trials.weight is not None
-    return all(not_worse(trials.y[k], new[k], old[k], noise[k], weighted) for k in range(trials.n_trials))
+    return all(not_worse(trials.y[k], new[k], old[k], noise[k], trials.weighted) for k in range(trials.n_trials))
 
 
 def _median_start(constants: np.ndarray) -> np.ndarray | None:
