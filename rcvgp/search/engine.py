@@ -1253,6 +1253,9 @@ class Run:
                                     loss=float(fit_data.losses(predict(readable, names, X_fit)[None])[0]))
         X_test = test.X[0] * lab.x_scale
         on_test = predict(readable, names, X_test)
+        # The score is of the law, not of the rig's faults: test readings that the law names
+        # wild and a second reading contradicts are replaced, as in the validation data.
+        lab.second_readings(test, np.asarray(on_test, dtype=float)[None])
         test_metrics = regression_metrics(test.y[0], on_test)
         equations = tuple(
             self.candidate(f, expanded(self.in_units(f.expr.to_sympy(f.constants, names))), names, chosen=i == index)
