@@ -73,9 +73,6 @@ class Trials:
         #: replaced (:meth:`rcvgp.search.engine.Lab.second_readings`)
         self.checked = np.zeros(np.shape(y), dtype=bool)
         self.replaced = np.zeros(np.shape(y), dtype=bool)
-        #: the loss of the best fit that has named suspects among these readings: only a better
-        #: fit can name new ones (:meth:`rcvgp.search.engine.Run.fit_all`)
-        self.checked_loss = BAD_LOSS
         self._read(np.asarray(y, dtype=float), noise_std)
 
     def reread(self, y: np.ndarray, noise_std: np.ndarray | None) -> None:
@@ -83,7 +80,6 @@ class Trials:
         again), with their noise: every number made from the readings is made again, and
         whoever holds these trials sees the new ones."""
         self.__dict__.pop("scan_copies", None)
-        self.checked_loss = BAD_LOSS  # every fit's loss changes with the readings
         self._read(np.asarray(y, dtype=float), noise_std)
 
     def _read(self, y: np.ndarray, noise_std: np.ndarray | None) -> None:

@@ -522,9 +522,7 @@ class Run:
         """Whether the best fit of any data set among ``jobs`` showed wild readings of it, read
         again and replaced (:meth:`Lab.second_readings`); every fit on that data set is then
         forgotten, and the individuals fitted on it before are fitted again in :meth:`evolve`.
-        The best fit of a batch nominates (a tree that fits to the floor but for a few readings),
-        if it fits better than every fit that nominated before on that data set: the readings a
-        worse fit misses are those an approximation misses, not wild ones."""
+        The best fit of a batch nominates: a tree that fits to the floor but for a few readings."""
         best: dict[int, int] = {}
         for i, (job, fit) in enumerate(zip(jobs, fits)):
             j = best.setdefault(id(job.trials), i)
@@ -533,12 +531,9 @@ class Run:
         changed = set()
         for i in best.values():
             job, fit = jobs[i], fits[i]
-            trials = job.trials
-            if trials.noise_std is None or not fit.fitness < trials.checked_loss:
-                continue
-            trials.checked_loss = fit.fitness
-            if self.lab.second_readings(trials, evaluate(job.tokens, trials.X, fit.constants)):
-                changed.add(id(trials))
+            usable = job.trials.noise_std is not None and math.isfinite(fit.fitness)
+            if usable and self.lab.second_readings(job.trials, evaluate(job.tokens, job.trials.X, fit.constants)):
+                changed.add(id(job.trials))
         if changed:
             self._cache = {key: fit for key, fit in self._cache.items() if key[1] not in changed}
         return bool(changed)
