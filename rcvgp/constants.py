@@ -157,7 +157,7 @@ class FitResult:
     n_evals: int  # tree evaluations the fit used
     floor: Floor = _NO_NOISE
 
-    @property
+    @cached_property  # ranking a generation asks for it tens of thousands of times a run
     def fitness(self) -> float:
         """Mean NMSE over the trials; inf if any trial failed."""
         return float(np.mean(self.losses)) if np.all(np.isfinite(self.losses)) else BAD_LOSS
