@@ -73,6 +73,9 @@ class Trials:
         #: replaced (:meth:`rcvgp.search.engine.Lab.second_readings`)
         self.checked = np.zeros(np.shape(y), dtype=bool)
         self.replaced = np.zeros(np.shape(y), dtype=bool)
+        #: tree -> constants of the fits that have named suspects among these readings: the
+        #: same fit again names none (:meth:`rcvgp.search.engine.Run.fit_all`)
+        self.checked_fits: dict[tuple[str, ...], np.ndarray] = {}
         self._read(np.asarray(y, dtype=float), noise_std)
 
     def reread(self, y: np.ndarray, noise_std: np.ndarray | None) -> None:
@@ -80,6 +83,7 @@ class Trials:
         again), with their noise: every number made from the readings is made again, and
         whoever holds these trials sees the new ones."""
         self.__dict__.pop("scan_copies", None)
+        self.checked_fits = {}
         self._read(np.asarray(y, dtype=float), noise_std)
 
     def _read(self, y: np.ndarray, noise_std: np.ndarray | None) -> None:

@@ -248,23 +248,29 @@ def suspects(residual: np.ndarray, noise_std: np.ndarray, mask: np.ndarray, chec
     readings that agreed with the first (checked, not ``replaced``) are under a hundredth.
 
     Returns a boolean array of ``residual``'s shape."""
+    out = np.zeros(mask.shape, dtype=bool)
     with np.errstate(invalid="ignore"):
-        if not np.any(mask & ~checked & (np.abs(residual) > WILD * noise_std)):
-            return np.zeros(mask.shape, dtype=bool)  # most fits: no reading far off
+        candidates = mask & ~checked & (np.abs(residual) > WILD * noise_std)
+    n = mask.sum(axis=1)
+    at_noise = np.ceil(0.05 * n) - checked.sum(axis=1)  # each row's allowance, as the fit is at the noise
+    otherwise = np.ceil(0.01 * n) - (checked & ~replaced).sum(axis=1)  # or not
+    # Most fits miss no reading by that much, or the rows they miss have spent both allowances.
+    rows = np.flatnonzero(candidates.any(axis=1) & (np.maximum(at_noise, otherwise) > 0))
+    if not len(rows):
+        return out
     with np.errstate(all="ignore"), warnings.catch_warnings(action="ignore"):  # a row with no reading
-        s = np.where(mask, residual / noise_std, np.nan)
+        s = np.where(mask[rows], residual[rows] / noise_std[rows], np.nan)
         centre = np.nanmedian(s, axis=1, keepdims=True)
         typical = 1.4826 * np.nanmedian(np.abs(s - centre), axis=1, keepdims=True)
         z = np.nan_to_num(np.abs(s), nan=0.0, posinf=np.inf)
         far = np.nan_to_num(np.abs(s - centre) / typical, nan=0.0, posinf=np.inf)
-    n = mask.sum(axis=1)
-    limit = np.where(typical[:, 0] <= 2.0, np.ceil(0.05 * n) - checked.sum(axis=1),
-                     np.ceil(0.01 * n) - (checked & ~replaced).sum(axis=1)).astype(int)
-    out = mask & ~checked & (z > WILD) & (far > WILD)
-    for k in np.flatnonzero(out.sum(axis=1) > limit):
-        worst = np.argsort(np.where(out[k], -z[k], np.inf))[: max(int(limit[k]), 0)]
-        out[k] = False
-        out[k, worst] = True
+    limit = np.where(typical[:, 0] <= 2.0, at_noise[rows], otherwise[rows]).astype(int)
+    picked = candidates[rows] & (far > WILD)
+    for k in np.flatnonzero(picked.sum(axis=1) > limit):
+        worst = np.argsort(np.where(picked[k], -z[k], np.inf))[: max(int(limit[k]), 0)]
+        picked[k] = False
+        picked[k, worst] = True
+    out[rows] = picked
     return out
 
 

@@ -531,9 +531,16 @@ class Run:
         changed = set()
         for i in best.values():
             job, fit = jobs[i], fits[i]
-            usable = job.trials.noise_std is not None and math.isfinite(fit.fitness)
-            if usable and self.lab.second_readings(job.trials, evaluate(job.tokens, job.trials.X, fit.constants)):
-                changed.add(id(job.trials))
+            trials = job.trials
+            if trials.noise_std is None or not math.isfinite(fit.fitness):
+                continue
+            # A fit that named its suspects already names none again: those it named are
+            # checked, and the allowance it stopped at is no larger now.
+            if np.array_equal(trials.checked_fits.get(job.tokens), fit.constants):
+                continue
+            trials.checked_fits[job.tokens] = fit.constants
+            if self.lab.second_readings(trials, evaluate(job.tokens, trials.X, fit.constants)):
+                changed.add(id(trials))
         if changed:
             self._cache = {key: fit for key, fit in self._cache.items() if key[1] not in changed}
         return bool(changed)
