@@ -372,6 +372,14 @@ def test_a_sum_s_pieces_are_those_no_multiple_of_another_even_where_they_are_hug
     assert {"mul c exp x0", "div mul c exp x0 x0"} <= huge
 
 
+def test_a_sum_has_no_pieces_where_no_reading_was_measured() -> None:
+    # livermore2/Vars6-14 (a log of mostly negative arguments): every reading of a round's
+    # trials failed, and the search stopped with "zero-size array to reduction operation maximum"
+    grammar = Grammar(resolve_operators(("add", "mul", "log")), (0, 1), 64, 12)
+    assert _terms(grammar, np.empty((0, 2))) == []
+    assert _terms(grammar, np.ones((3, 2)))
+
+
 def test_every_open_constant_grows_at_once_where_the_freed_variable_changes_them_all() -> None:
     # x0*x1/(x0 + x1) from c*x0/(x0 + c), both constants x1 while it was held: grown one at a
     # time neither fits better, grown together into c*x1 they are the law

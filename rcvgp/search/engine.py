@@ -1530,8 +1530,8 @@ def _terms(g: Grammar, points: np.ndarray) -> list[tuple[str, ...]]:
     ``c*u(x)/x``; only those finite at every one of ``points`` (n, n_vars) and not a multiple of
     one before them there (``n2(x)/x`` is ``x``), and none without add and mul. Unit arguments:
     the pieces with a scale of their own are :func:`_pieces`."""
-    if not {"add", "mul"} <= set(g.operators):
-        return []
+    if not {"add", "mul"} <= set(g.operators) or not len(points):
+        return []  # no sum to build, or no reading to judge a piece by (every one failed)
     c = CONST_TOKEN
     out: list[tuple[str, ...]] = []
     for v in g.free_vars:
