@@ -1257,7 +1257,7 @@ class Run:
         on_test = predict(readable, names, X_test)
         # The score is of the law, not of the rig's faults: test readings that the law names
         # wild and a second reading contradicts are replaced, as in the validation data.
-        lab.second_readings(test, np.asarray(on_test, dtype=float)[None])
+        lab.second_readings(test, on_test[None])
         test_metrics = regression_metrics(test.y[0], on_test)
         equations = tuple(
             self.candidate(f, expanded(self.in_units(f.expr.to_sympy(f.constants, names))), names, chosen=i == index)
