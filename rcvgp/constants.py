@@ -28,7 +28,7 @@ from rcvgp.metrics import scaled_moments
 from rcvgp.noisefloor import EXACT_LOSS, Floor, floor_levels, reading_weights
 
 __all__ = ["Trials", "FitResult", "fit_constants", "linear_constants", "standard_errors", "gauss_newton_errors",
-           "BAD_LOSS", "STOCHASTIC_OPTIMIZERS"]
+           "relative_sensitivities", "BAD_LOSS", "STOCHASTIC_OPTIMIZERS"]
 
 #: Loss given to a prediction that is NaN or infinite anywhere: it never looks good.
 BAD_LOSS = float("inf")
@@ -313,19 +313,29 @@ def standard_errors(tokens: tuple[str, ...], trials: Trials, constants: np.ndarr
     return gauss_newton_errors(np.column_stack([g[mask] for g in grads]), trials.noise_std[0][mask], consts)
 
 
+def relative_sensitivities(jacobian: np.ndarray, noise_std: np.ndarray, constants: np.ndarray) -> np.ndarray:
+    """The model's derivatives w.r.t. its constants at each reading (``jacobian``, (n_points,
+    n_consts)) per relative change of each constant (per unit change of a constant at 0) and per
+    standard deviation of the reading's noise: J' J is then the information the readings hold
+    on the constants' relative values."""
+    consts = np.asarray(constants, dtype=float).ravel()
+    std = np.asarray(noise_std, dtype=float)
+    # A reading of zero under purely relative noise has no noise: weigh it as the least noisy others.
+    std = np.maximum(std, 1e-6 * float(std.mean()) or np.finfo(float).tiny)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(jacobian, dtype=float) * np.where(consts != 0, np.abs(consts), 1.0) / std[:, None]
+
+
 def gauss_newton_errors(jacobian: np.ndarray, noise_std: np.ndarray, constants: np.ndarray) -> np.ndarray:
     """The standard errors of ``constants`` from the model's derivatives w.r.t. them at each
     reading (``jacobian``, (n_points, n_consts)) and each reading's noise standard deviation:
     the square roots of the diagonal of ``(J' W J)^-1``, W the inverse noise variances; inf for
     a constant the readings do not pin."""
     consts = np.asarray(constants, dtype=float).ravel()
-    std = np.asarray(noise_std, dtype=float)
-    # A reading of zero under purely relative noise has no noise: weigh it as the least noisy others.
-    std = np.maximum(std, 1e-6 * float(std.mean()) or np.finfo(float).tiny)
     # Columns per relative change of each constant, so that "not pinned" does not depend on
     # their scales (1e-4 * 2e4 * x0 trades its two constants off whatever their sizes).
     scale = np.where(consts != 0, np.abs(consts), 1.0)
-    J = np.asarray(jacobian, dtype=float) * scale / std[:, None]
+    J = relative_sensitivities(jacobian, noise_std, consts)
     if not np.isfinite(J).all():
         return np.full(len(consts), np.inf)
     _, s, vt = np.linalg.svd(J, full_matrices=False)

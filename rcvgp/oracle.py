@@ -34,6 +34,7 @@ __all__ = [
     "spread_variable",
     "design_trials",
     "design_points",
+    "edge_points",
     "check_limits",
     "check_reply",
 ]
@@ -386,3 +387,16 @@ def design_trials(
 def design_points(spec: OracleSpec, n_points: int, rng: np.random.Generator) -> np.ndarray:
     """``n_points`` set points with no variable held, shape (n_points, n_vars)."""
     return design_trials(spec, (), 1, n_points, rng)[0]
+
+
+def edge_points(spec: OracleSpec, n_points: int, rng: np.random.Generator) -> np.ndarray:
+    """``n_points`` set points, shape (n_points, n_vars), with each variable at one end of its
+    support half the time (either end alike) and drawn from its distribution otherwise: where a
+    law's constants often show most (a logarithm over ten decades of a uniform variable shows
+    its slope at the lower end, which uniform draws almost never reach)."""
+    X = design_points(spec, n_points, rng)
+    for j, var in enumerate(spec.variables):
+        u = rng.random(n_points)
+        ends = _signed(var, _at_quantiles(var, np.where(u < 0.25, 0.0, np.nextafter(1.0, 0.0))), rng)
+        X[:, j] = np.where((u < 0.25) | (u >= 0.75), ends, X[:, j])
+    return X

@@ -24,6 +24,7 @@ import sympy
 from rcvgp.constants import (
     STOCHASTIC_OPTIMIZERS, FitResult, Trials, fit_constants, linear_constants, standard_errors,
 )
+from rcvgp.design import precision_design
 from rcvgp.errors import BudgetExhausted, ConfigError, OracleError
 from rcvgp.evaluate import evaluate
 from rcvgp.gp import (
@@ -34,7 +35,7 @@ from rcvgp.noisefloor import (
     EXACT_LOSS, Z, NoiseModel, consistent, estimate_noise, not_worse, suspects, unlikely_sets, wild,
 )
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
-from rcvgp.oracle import DataOracle, OracleSpec, Variable, check_reply, design_points, design_trials
+from rcvgp.oracle import DataOracle, OracleSpec, Variable, check_reply, design_points, design_trials, edge_points
 from rcvgp.search.base import (
     Candidate, Progress, ProgressCallback, ScheduleStats, SearchConfig, SearchResult, TestPoints, rounds_not_run,
 )
@@ -61,6 +62,9 @@ _READ_EXACT = 1e-12
 _EXPANSION_SHARE = 10
 #: Times the final data are read again where a fit freed of wild readings shows more.
 _REREADS = 3
+#: Candidate set points (of each kind) the precision points are chosen from; more for a law of
+#: many constants, 64 a constant.
+_CANDIDATES = 2048
 #: Seeds the replicate readings' own random stream, beside the run's seed.
 _REPLICATE_STREAM = 0x4E015E
 #: A tree with a subtree deleted gets its full fit only if its screen reaches this loss (or
@@ -254,15 +258,16 @@ class Lab:
         X, y = self.measure(design_points(self.design, n, self.rng), reserved=reserved)
         return self._with_noise(X, y)
 
-    def with_more_points(self, trials: Trials, n: int) -> Trials:
-        """``trials`` (one trial, no variable held) with up to ``n`` fresh points added, as many
-        as the budget leaves; unchanged when readings are noiseless, where more points would not
-        make a constant more precise."""
+    def with_more_points(self, trials: Trials, n: int, where: np.ndarray | None = None) -> Trials:
+        """``trials`` (one trial, no variable held) with up to ``n`` points added, as many as the
+        budget leaves: the first rows of set points ``where`` (in the search's units), or fresh
+        ones from the declared distributions; unchanged when readings are noiseless, where more
+        points would not make a constant more precise."""
         assert self.noise is not None  # measured with the first trials
         n = min(n, self.room())
         if self.noise.zero or n <= 0:
             return trials
-        more = self.fresh_points(n)
+        more = self.fresh_points(n) if where is None else self._with_noise(*self.measure(where[:n]))
         out = self._with_noise(np.concatenate([trials.X[0], more.X[0]]), np.concatenate([trials.y[0], more.y[0]]))
         out.checked[0, : trials.X.shape[1]] = trials.checked[0]
         out.replaced[0, : trials.X.shape[1]] = trials.replaced[0]
@@ -1172,9 +1177,9 @@ class Run:
         # asked for.
         chosen = front[index]
         is_law = bool(chosen.expr.variables) and self._fits_to_floor(chosen, val)
-        more = self._points_for_precision(chosen, fit_data) if is_law else 0
-        if more:
-            fit_data = lab.with_more_points(fit_data, more)
+        more = self._precision_points(chosen, fit_data) if is_law else fit_data.X[0, :0]
+        if len(more):
+            fit_data = lab.with_more_points(fit_data, len(more), more)
             lab.second_readings(fit_data, evaluate(chosen.expr.tokens, fit_data.X, chosen.constants))
             front = [self._fitted(f.expr, f.constants, f.schedule, fit_data, val) if i in (index, most_accurate) else f
                      for i, f in enumerate(front)]
@@ -1301,17 +1306,23 @@ class Run:
         """Whether ``law`` fits the validation data as well as the noise lets anything fit them."""
         return bool(val.losses(law.prediction[None])[0] <= val.floor.level[0])
 
-    def _constants_error(self, law: Fitted, data: Trials) -> float | None:
-        """The largest relative standard error of the constants of ``law`` fitted on ``data``,
-        over those the data tell from zero (a constant within noise of 0 has no relative
-        precision: the cleaning drops or snaps it); None without noise or such constants."""
+    def _relative_errors(self, law: Fitted, data: Trials) -> np.ndarray | None:
+        """The relative standard error of each constant of ``law`` fitted on ``data``, inf for
+        those the data do not tell from zero (a constant within noise of 0 has no relative
+        precision: the cleaning drops or snaps it); None without noise or constants."""
         assert self.lab.noise is not None
         if self.lab.noise.zero or not len(law.constants):
             return None
         value = np.abs(law.constants)
         se = standard_errors(law.expr.tokens, data, law.constants)
-        told = value > Z * se
-        return float(np.max(se[told] / value[told])) if told.any() else None
+        return np.where(value > Z * se, se / np.where(value > 0, value, 1.0), np.inf)
+
+    def _constants_error(self, law: Fitted, data: Trials) -> float | None:
+        """The largest relative standard error of the constants of ``law`` fitted on ``data``,
+        over those the data tell from zero; None without noise or such constants."""
+        errors = self._relative_errors(law, data)
+        told = None if errors is None else errors[np.isfinite(errors)]
+        return float(np.max(told)) if told is not None and told.size else None
 
     def _with_offset(self, law: Fitted, data: Trials, val: Trials) -> Fitted:
         """``law`` plus a constant where ``data`` rule out its readings having none: an
@@ -1328,15 +1339,22 @@ class Run:
         with_ = evaluate(shifted.expr.tokens, X, shifted.constants)
         return law if consistent(y, without, with_, noise, restrictions=1) else shifted
 
-    def _points_for_precision(self, law: Fitted, data: Trials) -> int:
-        """How many more points bring the law's constants to ``precision`` (relative standard
-        error), at most ``precision_points``: an error falls as one over the square root of the
-        points, and only an active search can measure more."""
-        error = self._constants_error(law, data)
-        if error is None or error <= self.config.precision:
-            return 0
-        n = int(data.n_valid.sum())
-        return min(self.config.precision_points, math.ceil(n * ((error / self.config.precision) ** 2 - 1)))
+    def _precision_points(self, law: Fitted, data: Trials) -> np.ndarray:
+        """Set points (in the search's units) whose readings bring the law's constants to
+        ``precision`` (relative standard error), at most ``precision_points`` of them and as
+        the budget allows, placed where they tell the constants most
+        (:func:`rcvgp.design.precision_design`); none if the constants are precise enough.
+        Only an active search can choose where to measure."""
+        cfg, lab = self.config, self.lab
+        errors = self._relative_errors(law, data)
+        if errors is None or not np.isfinite(errors).any() or np.max(errors[np.isfinite(errors)]) <= cfg.precision:
+            return data.X[0, :0]
+        assert lab.noise is not None
+        n = max(_CANDIDATES, 64 * len(law.constants))
+        return precision_design(law.expr.tokens, law.constants, data.X[0][data.mask[0]],
+                                design_points(lab.design, n, self.rng), edge_points(lab.design, n, self.rng),
+                                lab.noise, np.isfinite(errors), cfg.precision, min(cfg.precision_points, lab.room()),
+                                self.rng)
 
     def _structures(self) -> list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]]:
         """The structures to refit at the end, with their starting constants and schedules: the
