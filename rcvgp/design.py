@@ -13,13 +13,15 @@ points still meets readings there.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from rcvgp.constants import relative_sensitivities
 from rcvgp.evaluate import evaluate_with_grad
 from rcvgp.noisefloor import NoiseModel
 
-__all__ = ["a_optimal_weights", "information_rows", "points_needed", "precision_design"]
+__all__ = ["Design", "a_optimal_weights", "information_rows", "points_needed", "precision_design"]
 
 #: Rounds of the multiplicative algorithm: its weights settle within a few dozen.
 ITERATIONS = 100
@@ -74,19 +76,26 @@ def points_needed(before: np.ndarray, per_point: np.ndarray, told: np.ndarray, p
     return high
 
 
+class Design(NamedTuple):
+    """Set points to measure, each of shape (n, n_vars)."""
+
+    drawn: np.ndarray  #: as the declared distributions give them
+    designed: np.ndarray  #: where they tell the constants most
+
+
 def precision_design(tokens: tuple[str, ...], constants: np.ndarray, measured: np.ndarray, declared: np.ndarray,
                      edges: np.ndarray, noise: NoiseModel, told: np.ndarray, precision: float, most: int,
-                     rng: np.random.Generator) -> np.ndarray:
+                     rng: np.random.Generator) -> Design:
     """The set points to measure, at most ``most``, that bring the ``told`` constants of a law
     (``tokens`` at ``constants``), already fitted on readings at ``measured``, to ``precision``
     (relative standard error): half drawn from ``declared`` (candidates from the declared
     distributions), half from the A-optimal weights over those and ``edges``
-    (:func:`rcvgp.oracle.edge_points`). Shape (n, n_vars); none where the readings at hand suffice."""
+    (:func:`rcvgp.oracle.edge_points`); none where the readings at hand suffice."""
     before, ok = information_rows(tokens, measured, constants, noise)
     pool = np.concatenate([declared, edges])
     rows, usable = information_rows(tokens, pool, constants, noise)
     if not usable[: len(declared)].any():
-        return pool[:0]
+        return Design(pool[:0], pool[:0])
     optimal = np.zeros(len(pool))
     optimal[usable] = a_optimal_weights(rows[usable], told)
     spread = np.flatnonzero(usable[: len(declared)])
@@ -95,7 +104,7 @@ def precision_design(tokens: tuple[str, ...], constants: np.ndarray, measured: n
     # The design's half in whole readings per candidate, as near its weights as they go: drawn
     # at random, the few hundred readings a precision may need fall well short of it.
     designed = _apportioned(optimal, n // 2)
-    return pool[np.concatenate([designed, rng.choice(spread, size=n - len(designed))])]
+    return Design(pool[rng.choice(spread, size=n - len(designed))], pool[designed])
 
 
 def _apportioned(weights: np.ndarray, n: int) -> np.ndarray:

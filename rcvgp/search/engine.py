@@ -24,7 +24,7 @@ import sympy
 from rcvgp.constants import (
     STOCHASTIC_OPTIMIZERS, FitResult, Trials, fit_constants, linear_constants, standard_errors,
 )
-from rcvgp.design import precision_design
+from rcvgp.design import Design, precision_design
 from rcvgp.errors import BudgetExhausted, ConfigError, OracleError
 from rcvgp.evaluate import evaluate
 from rcvgp.gp import (
@@ -1177,12 +1177,24 @@ class Run:
         # asked for.
         chosen = front[index]
         is_law = bool(chosen.expr.variables) and self._fits_to_floor(chosen, val)
-        more = self._precision_points(chosen, fit_data) if is_law else fit_data.X[0, :0]
-        if len(more):
-            fit_data = lab.with_more_points(fit_data, len(more), more)
-            lab.second_readings(fit_data, evaluate(chosen.expr.tokens, fit_data.X, chosen.constants))
-            front = [self._fitted(f.expr, f.constants, f.schedule, fit_data, val) if i in (index, most_accurate) else f
-                     for i, f in enumerate(front)]
+        more = self._precision_points(chosen, fit_data) if is_law else None
+        if more is not None and len(more.drawn) + len(more.designed):
+
+            def fitted_on(data: Trials) -> list[Fitted]:
+                lab.second_readings(data, evaluate(chosen.expr.tokens, data.X, chosen.constants))
+                return [self._fitted(f.expr, f.constants, f.schedule, data, val) if i in (index, most_accurate) else f
+                        for i, f in enumerate(front)]
+
+            drawn = lab.with_more_points(fit_data, len(more.drawn), more.drawn)
+            fit_data = lab.with_more_points(drawn, len(more.designed), more.designed)
+            front_now = fitted_on(fit_data)
+            if not self._fits_to_floor(front_now[index], val):
+                # The designed readings, many at the ends of the variables' ranges, show the law
+                # to be an approximation there: its constants are then those that fit readings
+                # where the declared distributions put them, as the test's are.
+                fit_data = drawn
+                front_now = fitted_on(fit_data)
+            front = front_now
         if is_law and not lab.noise.zero:
             front[index] = self._with_offset(front[index], fit_data, val)
         law = front[index]
@@ -1339,16 +1351,16 @@ class Run:
         with_ = evaluate(shifted.expr.tokens, X, shifted.constants)
         return law if consistent(y, without, with_, noise, restrictions=1) else shifted
 
-    def _precision_points(self, law: Fitted, data: Trials) -> np.ndarray:
+    def _precision_points(self, law: Fitted, data: Trials) -> Design | None:
         """Set points (in the search's units) whose readings bring the law's constants to
         ``precision`` (relative standard error), at most ``precision_points`` of them and as
-        the budget allows, placed where they tell the constants most
-        (:func:`rcvgp.design.precision_design`); none if the constants are precise enough.
+        the budget allows, half placed where they tell the constants most
+        (:func:`rcvgp.design.precision_design`); None if the constants are precise enough.
         Only an active search can choose where to measure."""
         cfg, lab = self.config, self.lab
         errors = self._relative_errors(law, data)
         if errors is None or not np.isfinite(errors).any() or np.max(errors[np.isfinite(errors)]) <= cfg.precision:
-            return data.X[0, :0]
+            return None
         assert lab.noise is not None
         n = max(_CANDIDATES, 64 * len(law.constants))
         return precision_design(law.expr.tokens, law.constants, data.X[0][data.mask[0]],
