@@ -94,3 +94,16 @@ def test_edge_points_put_each_variable_at_an_end_half_the_time() -> None:
         assert 0.45 < ends.mean() < 0.55
     assert X[:, 0].min() == 2.0 and X[:, 0].max() == pytest.approx(5.0, rel=1e-12) and (X[:, 2] < 0).any()
     assert np.all((np.abs(X[:, 2]) >= 0.5) & (np.abs(X[:, 2]) <= 2.0))
+
+
+def test_candidates_where_the_law_has_no_value_are_left_out_and_the_others_kept() -> None:
+    """A logarithm over [-1, 1] (a signed variable) has no value at half the candidates: the
+    design is made of the others, not given up."""
+    spec = OracleSpec((Variable("x0", 0.01, 1.0, only_positive=False),), name="test:log of a signed variable")
+    tokens, constants = ("add", "c", "mul", "c", "log", "x0"), np.array([2.0, 0.5])
+    rng = np.random.default_rng(2)
+    measured = np.abs(design_points(spec, 100, rng))
+    design = precision_design(tokens, constants, measured, design_points(spec, 2048, rng), edge_points(spec, 2048, rng),
+                              NOISE, np.array([True, True]), 1e-3, 10**6, rng)
+    X = np.concatenate([design.drawn, design.designed])
+    assert len(design.drawn) > 0 and len(design.designed) > 0 and np.all(X > 0)
