@@ -94,7 +94,7 @@ def precision_design(tokens: tuple[str, ...], constants: np.ndarray, measured: n
     (relative standard error): half drawn from ``declared`` (candidates from the declared
     distributions), half from the A-optimal weights over those and ``edges``
     (:func:`rcvgp.oracle.edge_points`); none where the readings at hand suffice."""
-    before, ok = information_rows(tokens, measured, constants, noise)
+    before, _ = information_rows(tokens, measured, constants, noise)  # rows without a value are 0
     pool = np.concatenate([declared, edges])
     rows, usable = information_rows(tokens, pool, constants, noise)
     if not usable[: len(declared)].any():
@@ -103,7 +103,7 @@ def precision_design(tokens: tuple[str, ...], constants: np.ndarray, measured: n
     optimal[usable] = a_optimal_weights(rows[usable], told)
     spread = np.flatnonzero(usable[: len(declared)])
     per_point = 0.5 * rows.T @ (optimal[:, None] * rows) + 0.5 * rows[spread].T @ rows[spread] / len(spread)
-    n = points_needed(before[ok].T @ before[ok], per_point, told, precision, most)
+    n = points_needed(before.T @ before, per_point, told, precision, most)
     # The design's half in whole readings per candidate, as near its weights as they go: drawn
     # at random, the few hundred readings a precision may need fall well short of it.
     designed = _apportioned(optimal, n // 2)

@@ -1332,9 +1332,7 @@ class Run:
     def _constants_error(self, law: Fitted, data: Trials) -> float | None:
         """The largest relative standard error of the constants of ``law`` fitted on ``data``,
         over those the data tell from zero; None without noise or such constants."""
-        errors = self._relative_errors(law, data)
-        told = None if errors is None else errors[np.isfinite(errors)]
-        return float(np.max(told)) if told is not None and told.size else None
+        return _largest_told(self._relative_errors(law, data))
 
     def _with_offset(self, law: Fitted, data: Trials, val: Trials) -> Fitted:
         """``law`` plus a constant where ``data`` rule out its readings having none: an
@@ -1359,7 +1357,8 @@ class Run:
         Only an active search can choose where to measure."""
         cfg, lab = self.config, self.lab
         errors = self._relative_errors(law, data)
-        if errors is None or not np.isfinite(errors).any() or np.max(errors[np.isfinite(errors)]) <= cfg.precision:
+        largest = _largest_told(errors)
+        if errors is None or largest is None or largest <= cfg.precision:
             return None
         assert lab.noise is not None
         n = max(_CANDIDATES, 64 * len(law.constants))
@@ -1552,6 +1551,13 @@ def _inner_pieces(g: Grammar) -> dict[int, list[Expr]]:
                 forms += [(u, "mul") + c + x, ("add",) + c + (u, "mul") + c + x, (u, "add") + c + ("mul",) + c + x]
         out[v] = [Expr(f) for f in forms if all(arity(t) == 0 or t in g.operators for t in f)]
     return out
+
+
+def _largest_told(errors: np.ndarray | None) -> float | None:
+    """The largest of relative standard ``errors`` (inf for a constant not told from zero) over
+    the constants told; None if there is none."""
+    told = np.empty(0) if errors is None else errors[np.isfinite(errors)]
+    return float(told.max()) if told.size else None
 
 
 def _terms(g: Grammar, points: np.ndarray) -> list[tuple[str, ...]]:
