@@ -485,7 +485,7 @@ def _test_points_csv(result: SearchResult, names: list[str]) -> str:
 
 
 def format_progress(p: Progress) -> str:
-    """One progress line: round, generation, best NMSE so far, points measured, elapsed time;
+    """One progress line: round, generation, the round's best NMSE so far, points measured, elapsed time;
     or the search's note of why it stopped early."""
     if p.message:
         return f"[{p.method}] {p.message}  points {p.points:,} ({p.requests:,} requests)  {p.elapsed:.1f} s"

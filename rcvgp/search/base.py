@@ -158,7 +158,7 @@ class Progress:
     round: int  # 1-based; 0 while building the initial pools
     n_rounds: int
     generation: int
-    best_nmse: float  # best validation-free training NMSE seen so far (mean over trials)
+    best_nmse: float  # best training NMSE so far in this round (mean over its trials)
     points: int
     requests: int
     elapsed: float

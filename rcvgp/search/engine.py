@@ -495,7 +495,10 @@ class Run:
         self._cache: dict[tuple[tuple[str, ...], int], FitResult] = {}
         self._cache_data: dict[int, Trials] = {}  # keeps cached data alive, so ids stay unique
         self._revision = 0  # the lab's revision of the readings when the population was last fitted
-        self.best_seen = math.inf
+        # The best training NMSE of the round under way, and that round: fits of different rounds
+        # are to different trials (a round that holds three variables fits a slice of the law),
+        # so the best of the whole run would report round 1's 1e-13 beside a law of 0.02.
+        self.best_seen, self._best_round = math.inf, 0
 
     # --- fitting -------------------------------------------------------------------------
     def grammar(self, controlled: frozenset[int], settled: frozenset[int] = frozenset()) -> Grammar:
@@ -985,8 +988,10 @@ class Run:
                                self.lab.requests, time.perf_counter() - self.started, message=reason))
 
     def report(self, generation: int, pop: Sequence[Individual]) -> None:
+        if self._best_round != self.round:
+            self.best_seen, self._best_round = math.inf, self.round
         if pop:
-            self.best_seen = min(self.best_seen, pop[0].fitness)
+            self.best_seen = min(self.best_seen, min(ind.fitness for ind in pop))
         elapsed = time.perf_counter() - self.started
         if self.progress is not None:
             stop = self.progress(
