@@ -68,6 +68,7 @@ __all__ = [
     "pending_tasks",
     "read_records",
     "summarize",
+    "environment",
     "format_table",
     "format_record",
 ]
@@ -743,13 +744,33 @@ def _wind_down(futures: Mapping[cf.Future[dict[str, Any]], BenchTask],
     return finished
 
 
+def environment() -> dict[str, Any]:
+    """What a bench ran on: the libraries whose floating point decides a search's path (a seed
+    gives the same answer on one machine; another BLAS or numpy can part a run's path, as a
+    different operating point would), the Python, the platform and the cores."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    from rcvgp import __version__
+
+    libraries = {}
+    for name in ("numpy", "scipy", "sympy", "pyzmq"):
+        try:
+            libraries[name] = version(name)
+        except PackageNotFoundError:  # an environment without pip's metadata
+            libraries[name] = None
+    return {"rcvgp": __version__, "python": platform.python_version(), **libraries,
+            "platform": platform.platform(), "cores": os.cpu_count()}
+
+
 def _write_tables(out: Path, records: list[dict[str, Any]], *, interrupted: bool, n_tasks: int,
                   failed: int = 0) -> None:
     from rcvgp import __version__
 
     rows = summarize(records)
-    summary = {"rcvgp_version": __version__, "tasks": n_tasks, "finished": len(records), "failed": failed,
-               "interrupted": interrupted, "summary": rows, "runs": records}
+    summary = {"rcvgp_version": __version__, "environment": environment(), "tasks": n_tasks,
+               "finished": len(records), "failed": failed, "interrupted": interrupted, "summary": rows,
+               "runs": records}
     write_atomic(out / SUMMARY_JSON_NAME, json.dumps(summary, indent=1, allow_nan=False) + "\n")
     write_atomic(out / RUNS_CSV_NAME, _csv(records, RECORD_FIELDS))
     write_atomic(out / SUMMARY_CSV_NAME, _csv(rows, SUMMARY_FIELDS))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import platform
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -255,6 +256,9 @@ def test_run_benchmark_saves_every_run_and_skips_finished_ones(tmp_path: Path) -
     assert len(read_records(tmp_path / RUNS_NAME)) == 2
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["finished"] == 2 and not summary["interrupted"] and len(summary["summary"]) == 2
+    # what it ran on: another numpy or BLAS can part a run's path
+    env = summary["environment"]
+    assert env["numpy"] == np.__version__ and env["python"] == platform.python_version() and env["cores"] >= 1
     with open(tmp_path / "runs.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert [row["method"] for row in rows] == ["gp", "racing"] and list(rows[0]) == list(RECORD_FIELDS)
