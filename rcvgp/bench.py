@@ -82,7 +82,8 @@ SUMMARY_CSV_NAME = "summary.csv"
 
 #: The fields of a run record, in the order of ``runs.csv``.
 RECORD_FIELDS = (
-    "id", "group", "method", "seed", "nmse_test", "nmse_floor", "nmse_truth", "exact", "form", "points", "requests", "points_failed",
+    "id", "group", "method", "seed", "nmse_test", "nmse_floor", "nmse_truth", "exact", "form", "fits_noise", "points",
+    "requests", "points_failed",
     "wall_seconds", "cpu_seconds", "stopped", "timed_out", "expression", "schedule", "noise", "rescale",
     "time_cap", "settings", "workers",
 )  # fmt: skip
@@ -336,6 +337,7 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         "nmse_truth": truth,
         "exact": exact,
         "form": form,
+        "fits_noise": result.fits_noise,
         "points": int(result.points_measured),
         "requests": int(result.requests),
         "points_failed": int(result.points_failed),

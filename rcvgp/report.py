@@ -28,7 +28,7 @@ from rcvgp.errors import MissingExtra
 from rcvgp.journal import column_label
 from rcvgp.noisefloor import NoiseModel
 from rcvgp.runner import (
-    HISTORY_NAME, RESULT_NAME, TEST_POINTS_NAME, _constant_items, _noise_model, _noise_text, _num, _read_history,
+    HISTORY_NAME, RESULT_NAME, TEST_POINTS_NAME, _constant_items, _fit_text, _noise_model, _noise_text, _num, _read_history,
     _schedule_text, _variables_text, read_result, write_atomic,
 )
 
@@ -279,6 +279,9 @@ def _numbers(data: dict[str, Any], unit: str) -> str:
     noise = _noise_text(data.get("noise"), unit)
     if noise:
         wide.append(("Noise", noise, ""))
+    fit = _fit_text(data)
+    if fit:
+        wide.append(("Fit", fit, ""))
     constants = _constant_items(data.get("constants") or [], "\u00b1")
     if constants:
         largest = data.get("constants_error")

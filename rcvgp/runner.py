@@ -543,6 +543,9 @@ def format_summary(data: dict[str, Any]) -> str:
     noise = _noise_text(data.get("noise"), data.get("output_unit") or "")
     if noise:
         lines.append(f"  noise        {noise}")
+    fit = _fit_text(data)
+    if fit:
+        lines.append(f"  fit          {fit}")
     lines.extend(_constants_lines(data.get("constants") or [], data.get("constants_error")))
     schedule = data.get("schedule") or []
     if schedule:
@@ -581,6 +584,21 @@ def format_summary(data: dict[str, Any]) -> str:
     if data.get("stopped") == "interrupted":
         lines.append("  (interrupted: this is the best expression so far; continue with --resume)")
     return "\n".join(lines)
+
+
+def _fit_text(data: Mapping[str, Any]) -> str:
+    """How the summary states whether the law fits fresh readings to their noise (the judge of a
+    law, where the test NMSE alone does not say what the readings allow); empty if not judged."""
+    fits = data.get("fits_noise")
+    if fits is None:
+        return ""
+    model = _noise_model(data.get("noise"))
+    noiseless = model is not None and model.zero
+    if fits:
+        return "exact, to rounding" if noiseless else "within the readings' noise"
+    short = "not exact" if noiseless else "beyond the readings' noise"
+    caveat = "" if noiseless or not data.get("constants") else " (its constants' errors assume its form)"
+    return f"{short}: an approximation, not the law{caveat}"
 
 
 def _schedule_text(schedule: list[list[str]], arrow: str = " -> ") -> str:

@@ -228,6 +228,23 @@ def test_summary_names_the_noise_the_front_and_the_rounds_a_stop_left_out():
             "               (the largest relative standard error the noise leaves: 0.12%)") in measured
 
 
+def test_summary_says_whether_the_law_fits_fresh_readings_to_their_noise():
+    noisy = {"method": "racing", "oracle": "rig:r", "seed": 0, "stopped": "completed", "expression": "x0",
+             "test_metrics": {"nmse": 0.1}, "noise": {"absolute": 0.02, "dof": 224, "source": "replicates"},
+             "constants": [{"value": 0.5, "standard_error": 0.001}]}
+    noiseless = {**noisy, "noise": {"absolute": 0.0, "dof": 224, "source": "replicates"}, "constants": None}
+
+    def fit(data: dict) -> list[str]:
+        return [line for line in format_summary(data).splitlines() if line.startswith("  fit ")]
+
+    assert fit({**noisy, "fits_noise": True}) == ["  fit          within the readings' noise"]
+    assert fit({**noisy, "fits_noise": False}) == [
+        "  fit          beyond the readings' noise: an approximation, not the law (its constants' errors assume its form)"]
+    assert fit({**noiseless, "fits_noise": True}) == ["  fit          exact, to rounding"]
+    assert fit({**noiseless, "fits_noise": False}) == ["  fit          not exact: an approximation, not the law"]
+    assert fit(noisy) == []  # an older result.json, which did not judge it
+
+
 @pytest.mark.parametrize("umask", [0o022, 0o077])
 def test_results_follow_the_umask_like_the_journal(write_experiment, tmp_path, umask):
     import os

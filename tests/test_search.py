@@ -744,6 +744,14 @@ def test_progress_reports_every_generation_until_completed() -> None:
     assert [p.points for p in reports] == sorted(p.points for p in reports)
 
 
+def test_a_result_says_whether_its_law_fits_fresh_readings_to_their_noise() -> None:
+    found = run_search("racing", oracle3(), TINY, seed=0)
+    short = run_search("racing", oracle3(), TINY.replace(operators=("add", "mul")), seed=0)  # no sin(x2)
+    assert is_exact(found.best.sympy_expr, "x0*x1 + sin(x2)") and found.fits_noise is True
+    assert short.fits_noise is False
+    assert SearchResult.from_dict(short.to_dict()).fits_noise is False
+
+
 def test_progress_reports_the_best_fit_of_the_round_under_way() -> None:
     """Without sin, round 1 (x0 free) fits its slice of x0*x1 + sin(x2) exactly, the last round
     cannot: its progress shows its own best, not round 1's 1e-32 beside a law of 0.004."""

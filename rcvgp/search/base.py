@@ -267,6 +267,10 @@ class SearchResult:
     #: each float of the law as written, with its standard error from the noise (inf where the
     #: readings do not pin it); None without noise
     constants: tuple[tuple[float, float], ...] | None = None
+    #: whether the law fits fresh (validation) readings as well as their noise lets any law fit
+    #: them -- noiseless, to rounding; False: an approximation, or a law short of a term the
+    #: readings show; None: not judged (a result of an older version)
+    fits_noise: bool | None = None
 
     @property
     def rounds_not_run(self) -> list[int]:
@@ -357,6 +361,7 @@ class SearchResult:
             "rounds_run": self.rounds[0],
             "rounds_not_run": self.rounds_not_run,
             "noise": self.noise.to_dict(),
+            "fits_noise": self.fits_noise,
             "constants_error": self.constants_error,
             "constants": None if self.constants is None else [
                 {"value": v, "standard_error": e if math.isfinite(e) else None} for v, e in self.constants],
@@ -402,6 +407,7 @@ class SearchResult:
                 noise=NoiseModel.from_dict(data.get("noise") or {}),
                 rounds=(done, done + len(data.get("rounds_not_run") or ())),
                 variables=names,
+                fits_noise=None if data.get("fits_noise") is None else bool(data["fits_noise"]),
                 constants_error=None if data.get("constants_error") is None else float(data["constants_error"]),
                 constants=None if data.get("constants") is None else tuple(
                     (float(c["value"]), math.inf if c.get("standard_error") is None else float(c["standard_error"]))

@@ -1302,6 +1302,7 @@ class Run:
             rounds=(self.round, self.n_rounds),
             test_points=TestPoints(X_test, test.y[0].copy(), np.asarray(on_test, dtype=float)),
             variables=tuple(v.name for v in self.spec.variables),
+            fits_noise=self._fits_to_floor(shown, val),
             constants_error=self._constants_error(law, fit_data),
             constants=None if lab.noise.zero else constant_errors(readable, names, X_fit, noise_fit),
         )
