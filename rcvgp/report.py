@@ -149,7 +149,9 @@ def _page(run_dir: Path, data: dict[str, Any], history: list[dict[str, Any]], po
         parts.append("<p class='note'>The run was interrupted: this is the best law found so far. "
                      "<code>rcvgp run ... --resume</code> continues it.</p>")
 
-    parts.append("<section class='law'><h2>The law found</h2>")
+    # A run that ended on an approximation says so where the eye lands first, not only in its card.
+    heading = "The approximation found" if data.get("fits_noise") is False else "The law found"
+    parts.append(f"<section class='law'><h2>{heading}</h2>")
     parts.append(_math_block(str(data.get("latex") or ""), str(data.get("expression")), "the law found", 22))
     parts.append(f"<p class='plain'><code>{esc(str(data.get('expression')))}</code></p>")
     truth = data.get("truth")

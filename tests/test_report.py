@@ -239,6 +239,21 @@ def test_a_noisy_law_s_constants_are_on_the_page_with_their_errors(finished, tmp
     assert "the largest relative one 0.09%" in text
 
 
+def test_an_approximation_is_called_one_on_the_page(finished, tmp_path):
+    report, _ = finished
+    run_dir = tmp_path / "short"
+    shutil.copytree(report.output, run_dir)
+    data = json.loads((run_dir / "result.json").read_text())
+    assert data["fits_noise"] is True  # the tiny run finds its law
+    text = " ".join(parse(write_report(run_dir).read_text(encoding="utf-8")).text)
+    assert "The law found" in text and "an approximation" not in text
+    data["fits_noise"] = False
+    (run_dir / "result.json").write_text(json.dumps(data))
+    text = " ".join(parse(write_report(run_dir).read_text(encoding="utf-8")).text)
+    assert "The approximation found" in text and "The law found" not in text
+    assert "an approximation, not the law" in text
+
+
 def test_wild_readings_replaced_are_counted_on_the_page(finished, tmp_path):
     report, _ = finished
     run_dir = tmp_path / "wild"
