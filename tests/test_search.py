@@ -1145,6 +1145,19 @@ def test_an_offset_too_small_for_the_search_s_readings_is_found_in_the_final_one
     assert found(0.0) == x0 + 2 * x1
 
 
+def test_a_law_short_of_an_offset_alone_gains_it_at_the_end() -> None:
+    """Trees of five nodes cannot hold x0 + 2*x1 + 1: the best, x0 + 2.14783*x1, bends its slope
+    to make up for the offset and misses the validation readings' floor. With the offset the
+    final readings demand, it fits them, and is the law."""
+    rng = np.random.default_rng(5)
+    oracle = CallableOracle(lambda X: X[:, 0] + 2 * X[:, 1] + 1.0 + 0.2 * rng.standard_normal(len(X)), PLANE)
+    result = run_search("gp", oracle, PLANE_CONFIG.replace(max_size=5, max_depth=3, precision_points=0), seed=0)
+    x0, x1 = sympy.symbols("x0 x1")
+    law = sympy.sympify(result.best.expression)
+    assert law.diff(x0) == 1 and law.diff(x1) == 2 and 0.9 < float(law - x0 - 2 * x1) < 1.1
+    assert result.fits_noise
+
+
 def test_the_law_s_constants_are_measured_to_the_precision_asked_for() -> None:
     """Once the law is chosen, the search measures as many more points as bring its constants'
     relative standard errors to `precision` (at most `precision_points`), and says how precise
