@@ -28,8 +28,8 @@ from rcvgp.errors import MissingExtra
 from rcvgp.journal import column_label
 from rcvgp.noisefloor import NoiseModel
 from rcvgp.runner import (
-    HISTORY_NAME, RESULT_NAME, TEST_POINTS_NAME, _constant_items, _fit_text, _noise_model, _noise_text, _num, _read_history,
-    _schedule_text, _variables_text, read_result, write_atomic,
+    HISTORY_NAME, RESULT_NAME, TEST_POINTS_NAME, _constant_items, _fit_text, _noise_model, _noise_text, _num,
+    _read_history, _schedule_text, _variables_text, read_result, write_atomic,
 )
 
 if TYPE_CHECKING:

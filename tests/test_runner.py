@@ -239,7 +239,8 @@ def test_summary_says_whether_the_law_fits_fresh_readings_to_their_noise():
 
     assert fit({**noisy, "fits_noise": True}) == ["  fit          within the readings' noise"]
     assert fit({**noisy, "fits_noise": False}) == [
-        "  fit          beyond the readings' noise: an approximation, not the law (its constants' errors assume its form)"]
+        "  fit          beyond the readings' noise: an approximation, not the law "
+        "(its constants' errors assume its form)"]
     assert fit({**noiseless, "fits_noise": True}) == ["  fit          exact, to rounding"]
     assert fit({**noiseless, "fits_noise": False}) == ["  fit          not exact: an approximation, not the law"]
     assert fit(noisy) == []  # an older result.json, which did not judge it
