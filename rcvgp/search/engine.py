@@ -1181,14 +1181,15 @@ class Run:
         # accurate, which its cleaning is judged against) are then measured to the precision
         # asked for.
         chosen = front[index]
-        if chosen.expr.variables and not lab.noise.zero and not self._fits_to_floor(chosen, val):
+        is_law = bool(chosen.expr.variables) and self._fits_to_floor(chosen, val)
+        if chosen.expr.variables and not is_law and not lab.noise.zero:
             # An offset too small for a round's readings to show can be all a law lacks: its
             # other constants bend to make up for it, and it misses the floor (2*x0 + x3 + x2/x1
             # - 0.01 at 0.1% came back as 1.9983*x0 + x3 + 0.999743*x2/x1).
             shifted = self._with_offset(chosen, fit_data, val)
             if shifted is not chosen and self._fits_to_floor(shifted, val):
                 front[index] = chosen = shifted
-        is_law = bool(chosen.expr.variables) and self._fits_to_floor(chosen, val)
+                is_law = True
         more = self._precision_points(chosen, fit_data) if is_law else None
         if more is not None and len(more.drawn) + len(more.designed):
 
