@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from rcvgp import CallableOracle, OracleSpec, Output, SearchConfig, Variable, run_search
+from rcvgp.bench import environment
 from rcvgp.metrics import is_exact
 
 V = Variable
@@ -287,6 +288,8 @@ def main() -> None:
     levels = [float(x) for x in args.noise.split(",")]
     runs = [(n, level, seed, args.digits, args.relative, args.wild) for level in levels for n in names for seed in range(args.seeds)]
     exact: dict[float, int] = {level: 0 for level in levels}
+    # A seed gives the same path on one machine only: say which machine the lines come from.
+    print("environment " + ", ".join(f"{k} {v}" for k, v in environment().items()), flush=True)
     with ProcessPoolExecutor(args.jobs) as pool:
         for out in pool.map(run_one, *zip(*runs)):
             exact[out["noise"]] += out["exact"]
