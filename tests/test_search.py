@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import dataclasses
 import signal
+import types
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ from rcvgp.oracle import CallableOracle, OracleSpec, Variable
 from rcvgp.search import METHODS, Progress, SearchConfig, SearchResult, run_search
 from rcvgp.search.choice import Fitted
 from rcvgp.search.engine import Individual, Run, StopSearch, _linearized, _terms, inherited_constants, summary_constants
-from rcvgp.search.racing import _split
+from rcvgp.search.racing import RACE_WIDTH, _raced_frees, _split
 from rcvgp.simulate import SimulatedOracle
 from rcvgp.tree import Expr
 
@@ -702,6 +703,34 @@ def test_the_last_round_gets_half_the_generations() -> None:
     assert _split(7, 1) == [7]
     assert _split(3, 3) == [1, 1, 1]
     assert _split(2, 4) == [1, 1, 1, 1]  # every round runs at least one generation
+
+
+def test_the_race_measures_a_few_sets_per_variable_each_round_not_one_per_expression() -> None:
+    n = 8
+    run = types.SimpleNamespace(n_vars=n, rng=np.random.default_rng(0))
+    everything = frozenset(range(n))
+    # A ranked population as the first round of an 8-variable law leaves it: one schedule
+    # leads (70 of 100), four trail.
+    counts = {everything - {0}: 70, everything - {1}: 15, everything - {2}: 8, everything - {3}: 5, everything - {4}: 2}
+    pop = [Individual(Expr(("x0",)), held, (held,), FitResult(np.zeros((1, 0)), 0.0, 0))
+           for held, k in counts.items() for _ in range(k)]
+    frees = _raced_frees(run, pop)  # type: ignore[arg-type]
+
+    assert RACE_WIDTH == 2
+    assert all(freed in ind.controlled for ind, freed in zip(pop, frees))
+    opened = {held: {freed for ind, freed in zip(pop, frees) if ind.controlled == held} for held in counts}
+    # each set opens its share of the width (16), rounded up: the leader all 7 of its variables,
+    # the trailing sets 3 (2.4 rounded up), 2, 1 and 1
+    assert [len(o) for o in opened.values()] == [7, 3, 2, 1, 1]
+    # 13 sets to measure next round (two sets can open the same one), where one draw per
+    # expression would have opened 20
+    assert len({ind.controlled - {freed} for ind, freed in zip(pop, frees)}) == 13
+    draws = np.random.default_rng(0)
+    unbounded = {held - {sorted(held)[int(draws.integers(len(held)))]} for held in (ind.controlled for ind in pop)}
+    assert len(unbounded) == 20
+    # the first ranked draws as the paper does
+    first = pop[0].controlled
+    assert frees[0] == sorted(first)[int(np.random.default_rng(0).integers(len(first)))]
 
 
 def test_too_small_budget_is_a_config_error_naming_max_points() -> None:

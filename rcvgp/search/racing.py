@@ -3,7 +3,9 @@
 - ``racing``: Racing-CVGP (the paper's Algorithm 1). One pool per single free variable; each
   round refits on fresh trials, evolves, keeps the top ``population`` (the race: badly fitting
   schedules die), prunes what exact fits do not need (:meth:`rcvgp.search.engine.Run.pruned`),
-  freezes, then frees one more randomly drawn controlled variable per expression.
+  freezes, then frees one more randomly drawn controlled variable per expression, within the
+  race's width (about twice as many controlled sets per round as the first round has: see
+  :func:`_raced_frees`).
   The summary constants of a frozen tree are expanded only into sub-expressions of the
   variables freed after it was frozen (see :meth:`rcvgp.search.engine.Run.freeze`); a round
   starts by trying, on the best frozen trees, each open constant as the sum of every small such
@@ -25,6 +27,8 @@ search: a time budget only stops it, and the result names the rounds that were n
 from __future__ import annotations
 
 import concurrent.futures as cf
+import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -35,6 +39,14 @@ from rcvgp.search.engine import Individual, Run, StopSearch, _rank
 from rcvgp.search.fitting import worker_pool
 
 __all__ = ["run_search", "racing_cvgp", "cvgp", "cvgp_all", "gp"]
+
+
+#: Controlled sets a round after the first may measure, per variable (the first measures one
+#: per variable). Measured (benchmarks/RESULTS.md, session 25): one per variable cut
+#: sincos-8-8-12's points by 39% but found 15 of livermore2-n5's 50 runs (two seeds) where one
+#: draw per expression found 18; two per variable cut them by 22% and found 16. A narrower race
+#: drops schedules that a law of many variables is found on.
+RACE_WIDTH = 2
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -62,7 +74,8 @@ def _guarded(run: Run, body: Callable[[Run], None]) -> SearchResult:
     return run.finish(stopped)
 
 
-def _schedule_rounds(run: Run, pools: list[frozenset[int]], choose: Callable[[Run, Individual], int]) -> None:
+def _schedule_rounds(run: Run, pools: list[frozenset[int]],
+                     frees: Callable[[Run, list[Individual]], list[int]]) -> None:
     cfg = run.config
     gens = _split(cfg.generations, run.n_rounds)
     run.round = 0
@@ -81,7 +94,8 @@ def _schedule_rounds(run: Run, pools: list[frozenset[int]], choose: Callable[[Ru
         run.current = pop
         if r == run.n_rounds - 1:
             break
-        pop = [_moved(run.freeze(run.pruned(ind)), ind.controlled - {choose(run, ind)}) for ind in pop]
+        pop = [_moved(run.freeze(run.pruned(ind)), ind.controlled - {freed})
+               for ind, freed in zip(pop, frees(run, pop))]
         r += 1
 
 
@@ -90,18 +104,40 @@ def _moved(ind: Individual, controlled: frozenset[int]) -> Individual:
     return replace(ind, controlled=controlled, schedule=ind.schedule + (controlled,))
 
 
-def _random_free(run: Run, ind: Individual) -> int:
-    held = sorted(ind.controlled)
-    return held[int(run.rng.integers(len(held)))]
+def _raced_frees(run: Run, pop: list[Individual]) -> list[int]:
+    """The variable each expression of ``pop`` (ranked) frees next: one of its held variables
+    drawn at random, as the paper has it, within the race's width.
+
+    Every controlled set a round holds costs K fresh trials, and with one draw per expression
+    the sets multiply (22 and 25 in rounds 2 and 3 of sincos-8-8-12/1, half of them dead after
+    one generation). So a round measures about :data:`RACE_WIDTH` times as many sets as the
+    first did (one per variable): each set of this round may open its share of that width by
+    its share of the population (rounded up, so at least one), and an expression ranked past
+    that share frees a variable that one ranked above it, from the same set, freed."""
+    width = RACE_WIDTH * run.n_vars
+    share = Counter(ind.controlled for ind in pop)
+    opened: dict[frozenset[int], list[int]] = {}
+    frees = []
+    for ind in pop:
+        held = sorted(ind.controlled)
+        freed = held[int(run.rng.integers(len(held)))]
+        taken = opened.setdefault(ind.controlled, [])
+        if freed not in taken:
+            if len(taken) < math.ceil(width * share[ind.controlled] / len(pop)):
+                taken.append(freed)
+            else:
+                freed = taken[int(run.rng.integers(len(taken)))]
+        frees.append(freed)
+    return frees
 
 
-def _first_held(run: Run, ind: Individual) -> int:
-    return min(ind.controlled)
+def _first_held(run: Run, pop: list[Individual]) -> list[int]:
+    return [min(ind.controlled) for ind in pop]
 
 
 def racing_cvgp(run: Run) -> None:
     everything = frozenset(range(run.n_vars))
-    _schedule_rounds(run, [everything - {i} for i in range(run.n_vars)], _random_free)
+    _schedule_rounds(run, [everything - {i} for i in range(run.n_vars)], _raced_frees)
 
 
 def cvgp(run: Run) -> None:
