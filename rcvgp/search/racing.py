@@ -109,11 +109,12 @@ def _raced_frees(run: Run, pop: list[Individual]) -> list[int]:
     drawn at random, as the paper has it, within the race's width.
 
     Every controlled set a round holds costs K fresh trials, and with one draw per expression
-    the sets multiply (22 and 25 in rounds 2 and 3 of sincos-8-8-12/1, half of them dead after
-    one generation). So a round measures about :data:`RACE_WIDTH` times as many sets as the
-    first did (one per variable): each set of this round may open its share of that width by
-    its share of the population (rounded up, so at least one), and an expression ranked past
-    that share frees a variable that one ranked above it, from the same set, freed."""
+    the sets multiply (22 and 25 in rounds 2 and 3 of sincos-8-8-12/1; 12 of round 3's held no
+    expression after one generation). So a round measures about :data:`RACE_WIDTH` times as
+    many sets as the first did (one per variable): each set of this round may open its share
+    of that width by its share of the population (rounded up, so at least one), and an
+    expression ranked past that share frees a variable that one ranked above it, from the same
+    set, freed."""
     width = RACE_WIDTH * run.n_vars
     share = Counter(ind.controlled for ind in pop)
     opened: dict[frozenset[int], list[int]] = {}
