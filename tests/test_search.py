@@ -363,11 +363,26 @@ def test_a_sum_holds_a_piece_over_its_variable() -> None:
     assert law.count("sin x1 x1") == 1 and law.count("cos x1 x1") == 1 and law.count("x1") == 4, law
 
 
+def test_a_sum_holds_a_function_of_a_function_of_its_variable() -> None:
+    # slope 0.8 - 1.2*sin(sqrt(x1))/x1 and offset 0.6*sin(x1)**2: pieces of one unary operator
+    # fit them only as a series
+    run, ind = _settled_x0_freed_x1(
+        lambda X: X[:, 0] * (0.8 - 1.2 * np.sin(np.sqrt(X[:, 1])) / X[:, 1]) + 0.6 * np.sin(X[:, 1]) ** 2,
+        "add mul c x0 c", ("add", "mul", "div", "sin", "sqrt", "n2"), batch=256)
+    grown = run.expansions([ind])
+    assert grown and grown[0].fit.at_floor and grown[0].fitness < 1e-20
+    law = " ".join(grown[0].expr.tokens)
+    assert law.count("sin sqrt x1 x1") == 1 and law.count("n2 sin x1") == 1 and law.count("x1") == 3, law
+
+
 def test_a_sum_s_pieces_are_those_no_multiple_of_another_even_where_they_are_huge() -> None:
     grammar = Grammar(resolve_operators(("add", "mul", "div", "n2", "inv", "exp")), (0,), 64, 12)
     ordinary = {" ".join(p) for p in _terms(grammar, np.linspace(0.5, 5.0, 50)[:, None])}
     assert "div mul c inv x0 x0" in ordinary and "div mul c exp x0 x0" in ordinary
     assert "div mul c n2 x0 x0" not in ordinary and "div c x0" not in ordinary  # x0 and inv(x0) before them
+    nested = [" ".join(p) for p in _terms(grammar, np.linspace(0.5, 5.0, 50)[:, None], nested=True)]
+    assert set(ordinary) < set(nested) and "mul c exp n2 x0" in nested and "div mul c exp inv x0 x0" in nested
+    assert "mul c inv inv x0" not in nested and "div mul c inv inv x0 x0" not in nested  # x0, and the sum's constant
     # exp(x0) reaches 1e304: its column's norm would overflow, and every such piece look alike
     huge = {" ".join(p) for p in _terms(grammar, np.linspace(600.0, 700.0, 50)[:, None])}
     assert {"mul c exp x0", "div mul c exp x0 x0"} <= huge
@@ -378,7 +393,7 @@ def test_a_sum_has_no_pieces_where_no_reading_was_measured() -> None:
     # trials failed, and the search stopped with "zero-size array to reduction operation maximum"
     grammar = Grammar(resolve_operators(("add", "mul", "log")), (0, 1), 64, 12)
     assert _terms(grammar, np.empty((0, 2))) == []
-    assert _terms(grammar, np.ones((3, 2)))
+    assert _terms(grammar, np.array([[1.0, 2.0], [2.0, 3.0], [3.0, 5.0]]))
 
 
 def test_every_open_constant_grows_at_once_where_the_freed_variable_changes_them_all() -> None:
