@@ -24,7 +24,9 @@ from rcvgp.operators import resolve_operators
 from rcvgp.oracle import CallableOracle, OracleSpec, Variable
 from rcvgp.search import METHODS, Progress, SearchConfig, SearchResult, run_search
 from rcvgp.search.choice import Fitted
-from rcvgp.search.engine import Individual, Run, StopSearch, _linearized, _terms, inherited_constants, summary_constants
+from rcvgp.search.engine import (
+    _PURSUED, Individual, Run, StopSearch, _linearized, _pursued, _terms, inherited_constants, summary_constants,
+)
 from rcvgp.search.racing import RACE_WIDTH, _raced_frees, _split
 from rcvgp.simulate import SimulatedOracle
 from rcvgp.tree import Expr
@@ -373,6 +375,19 @@ def test_a_sum_holds_a_function_of_a_function_of_its_variable() -> None:
     assert grown and grown[0].fit.at_floor and grown[0].fitness < 1e-20
     law = " ".join(grown[0].expr.tokens)
     assert law.count("sin sqrt x1 x1") == 1 and law.count("n2 sin x1") == 1 and law.count("x1") == 3, law
+
+
+def test_a_sum_chosen_by_projection_is_a_few_pieces_not_a_series() -> None:
+    # Shannon's capacity B*log(1 + P/1e-3): eight to ten pieces of log, sqrt, sin, cos and 1/P
+    # fit its slope in P to the noiseless floor (1e-14) as a series, and a rig lost its law so
+    spec = OracleSpec((Variable("B", 1e3, 1e6), Variable("P", 1e-4, 1.0)), name="test:Shannon")
+    run = Run("racing", CallableOracle(lambda X: X[:, 0] * np.log(1 + X[:, 1] / 1e-3), spec), SearchConfig(), seed=0)
+    held = frozenset({0})
+    ind = run.individual(Expr(("c",)), held, (held,))  # as the first round's pool grows one
+    trials = run.lab.trials(held)
+    pieces = _terms(run.grammar(held), trials.X[trials.mask], nested=True)
+    assert len(_pursued(ind, trials, [0], pieces, 13)) >= 8  # the readings allow a series
+    assert not _pursued(ind, trials, [0], pieces, _PURSUED) and not run._summed([ind])
 
 
 def test_a_sum_s_pieces_are_those_no_multiple_of_another_even_where_they_are_huge() -> None:

@@ -60,6 +60,9 @@ _EXPANSION_STEPS = 2
 _READ_EXACT = 1e-12
 #: A round's expansions join its population up to one in this many of its size.
 _EXPANSION_SHARE = 10
+#: Pieces a sum chosen by projection (:func:`_pursued`) may hold per open constant: a law's
+#: coefficient has a few; eight of them fitted Shannon's log(1000*P + 1) to 1e-14 as a series.
+_PURSUED = 2
 #: Times the final data are read again where a fit freed of wild readings shows more.
 _REREADS = 3
 #: Candidate set points (of each kind) the precision points are chosen from; more for a law of
@@ -786,8 +789,7 @@ class Run:
                 # (4.53*x + 1 - cos(sqrt(x))/x came back as a series in x fitted to 1e-15:
                 # livermore2/Vars5-19). The few that explain most of what they leave, not all
                 # of them: several times as many columns, they would cost the fit its precision.
-                # At most as many pieces as the plain sums hold.
-                found = _pursued(ind, trials, open_, _terms(g, points, nested=True), len(terms) * len(open_))
+                found = _pursued(ind, trials, open_, _terms(g, points, nested=True), _PURSUED * len(open_))
                 if not found:
                     continue
                 kept = {k: [(CONST_TOKEN,)] + [p for j, p in found if j == k] for k in open_}
