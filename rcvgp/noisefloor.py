@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EXACT_LOSS", "LEAST_NOISE", "ROUNDED_DIGITS", "WILD", "Z", "NoiseModel", "Floor", "consistent", "estimate_noise",
-           "floor_levels", "not_worse", "read_resolution", "reading_weights", "suspects", "unlikely_sets", "wild"]
+__all__ = ["EXACT_LOSS", "LEAST_NOISE", "ROUNDED_DIGITS", "WILD", "Z", "NoiseModel", "Floor", "chance_rise", "consistent",
+           "estimate_noise", "floor_levels", "not_worse", "read_resolution", "reading_weights", "suspects", "unlikely_sets", "wild"]
 
 #: Losses below this are rounding (an exact fit of doubles gives 1e-30 or so).
 EXACT_LOSS = 1e-14
@@ -422,12 +422,15 @@ def not_worse(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise
 
 
 def consistent(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, noise_std: np.ndarray,
-               restrictions: int = 1) -> bool:
+               restrictions: int = 1, tries: int = 1) -> bool:
     """Whether readings ``y`` are consistent with ``candidate``, a restriction of ``reference``
     (fitted to these readings) in ``restrictions`` of its constants, such as a constant set to a
     simple value: the rise in chi-square, sum(((y - candidate) / noise_std)**2) less reference's,
     is within what chance gives such a restriction :data:`Z` standard deviations out (9 for one
     constant: a constant moved by three of its standard errors).
+
+    ``tries``: how many such restrictions were looked at for the one judged, the best of them
+    (a term chosen among many): the chance allowed is shared among them (Bonferroni's rule).
 
     Stricter than :func:`not_worse`, which asks whether a fixed prediction is worse and lets a
     constant move by about twice Z of its standard errors. With no noise, any rise beyond
@@ -439,9 +442,18 @@ def consistent(y: np.ndarray, candidate: np.ndarray, reference: np.ndarray, nois
         return not_worse(y, candidate, reference, noise_std)
     if y.size < 2 or not np.isfinite(candidate).all():
         return False
-    from scipy.stats import chi2, norm
-
     with np.errstate(all="ignore"):
         rise = float(np.sum(((y - candidate) / noise_std) ** 2 - ((y - reference) / noise_std) ** 2))
-    limit = float(chi2.ppf(2.0 * norm.cdf(Z) - 1.0, max(1, restrictions)))
-    return math.isfinite(rise) and rise <= limit
+    return math.isfinite(rise) and rise <= chance_rise(restrictions, tries)
+
+
+def chance_rise(restrictions: int = 1, tries: int = 1) -> float:
+    """The largest rise in chi-square that chance gives ``restrictions`` constants of a fit
+    set to values of their own, :data:`Z` standard deviations out, for the best of ``tries``
+    such restrictions (the chance shared among them: Bonferroni's rule)."""
+    from scipy.stats import chi2, norm
+
+    level = 2.0 * norm.cdf(Z) - 1.0
+    if tries > 1:
+        level = 1.0 - (1.0 - level) / tries
+    return float(chi2.ppf(level, max(1, restrictions)))

@@ -10,7 +10,7 @@ import pytest
 
 from rcvgp.constants import Trials, fit_constants
 from rcvgp.noisefloor import (
-    EXACT_LOSS, LEAST_NOISE, WILD, NoiseModel, consistent, estimate_noise, floor_levels, not_worse, read_resolution,
+    EXACT_LOSS, LEAST_NOISE, WILD, NoiseModel, chance_rise, consistent, estimate_noise, floor_levels, not_worse, read_resolution,
     reading_weights, suspects, unlikely_sets, wild,
 )
 
@@ -181,6 +181,18 @@ def test_a_constant_set_to_a_simple_value_must_be_within_a_few_standard_errors()
     # with no noise, rounding only
     assert consistent(2.86 * x, 2.86 * x * (1 + 1e-13), 2.86 * x, np.zeros(1280))
     assert not consistent(2.86 * x, 2.87 * x, 2.86 * x, np.zeros(1280))
+    # the best of many restrictions looked at (a term chosen among 100) must rise further
+    three = (slope + 3.5 * se) * x
+    assert not consistent(y, three, fitted, noise) and consistent(y, three, fitted, noise, tries=100)
+
+
+def test_the_rise_chance_gives_is_shared_among_the_restrictions_looked_at() -> None:
+    from scipy.stats import chi2, norm
+
+    assert chance_rise() == pytest.approx(9.0, rel=1e-9)  # a constant three standard errors out
+    assert chance_rise(2) == pytest.approx(chi2.isf(2 * norm.sf(3.0), 2), rel=1e-9)
+    for tries in (10, 100):
+        assert chi2.sf(chance_rise(1, tries), 1) == pytest.approx(2 * norm.sf(3.0) / tries, rel=1e-6)
 
 
 def test_no_reading_is_taken_as_quieter_than_the_replicates_showed() -> None:

@@ -1217,6 +1217,31 @@ def test_a_law_short_of_an_offset_alone_gains_it_at_the_end() -> None:
     assert result.fits_noise
 
 
+def test_a_term_too_small_for_the_search_s_readings_is_found_in_the_final_ones() -> None:
+    """3*x0*x1 + x0 under noise of 10: in the 64 readings of a generation the term x0 is lost
+    (and trees of five nodes cannot hold it), in the final fit's 8,256 it is plain. Without it,
+    the law bends to make up for it (3.08105*x0*x1 + 3.16597); with it, the search measures
+    the term's constant as it does the law's. A law with no such term gains none, and one short
+    of an offset alone gains the offset, not a term standing in for it."""
+
+    def found(term: float, offset: float = 0.0) -> tuple[sympy.Expr, SearchResult]:
+        rng = np.random.default_rng(5)
+        oracle = CallableOracle(lambda X: 3 * X[:, 0] * X[:, 1] + term * X[:, 0] + offset
+                                + 10 * rng.standard_normal(len(X)), PLANE)
+        config = PLANE_CONFIG.replace(max_size=5, max_depth=3, refit_points=8192)
+        result = run_search("gp", oracle, config, seed=0)
+        return sympy.expand(sympy.sympify(result.best.expression)), result
+
+    x0, x1 = sympy.symbols("x0 x1")
+    (grown, result), (plain, without), (shifted, offset) = found(1.0), found(0.0), found(0.0, offset=1.0)
+    assert grown.coeff(x0, 1).coeff(x1, 1) == 3 and abs(float(grown.coeff(x0, 1).coeff(x1, 0)) - 1) < 0.1
+    assert grown.coeff(x0, 0) == 0 and result.fits_noise
+    assert result.points_measured > without.points_measured + 10_000  # the term's constant measured
+    assert plain == 3 * x0 * x1
+    assert (shifted - 3 * x0 * x1).is_number and 0.5 < float(shifted - 3 * x0 * x1) < 1.5
+    assert offset.points_measured == without.points_measured  # no term measured
+
+
 def test_the_law_s_constants_are_measured_to_the_precision_asked_for() -> None:
     """Once the law is chosen, the search measures as many more points as bring its constants'
     relative standard errors to `precision` (at most `precision_points`), and says how precise

@@ -32,7 +32,7 @@ from rcvgp.gp import (
 )
 from rcvgp.metrics import domain_symbol, regression_metrics, round_floats
 from rcvgp.noisefloor import (
-    EXACT_LOSS, Z, NoiseModel, consistent, estimate_noise, not_worse, suspects, unlikely_sets, wild,
+    EXACT_LOSS, Z, NoiseModel, chance_rise, consistent, estimate_noise, not_worse, suspects, unlikely_sets, wild,
 )
 from rcvgp.operators import DEFAULT_OPERATORS, resolve_operators
 from rcvgp.oracle import DataOracle, OracleSpec, Variable, check_reply, design_points, design_trials, edge_points
@@ -63,6 +63,9 @@ _EXPANSION_SHARE = 10
 #: Pieces a sum chosen by projection (:func:`_pursued`) may hold per open constant: a law's
 #: coefficient has a few; eight of them fitted Shannon's log(1000*P + 1) to 1e-14 as a series.
 _PURSUED = 2
+#: Terms the law's final readings may show it lacks (:meth:`Run._with_terms`): a few; more would
+#: be a series.
+_TERMS = 3
 #: Times the final data are read again where a fit freed of wild readings shows more.
 _REREADS = 3
 #: Candidate set points (of each kind) the precision points are chosen from; more for a law of
@@ -1208,24 +1211,40 @@ class Run:
             if shifted is not chosen and self._fits_to_floor(shifted, val):
                 front[index] = chosen = shifted
                 is_law = True
-        more = self._precision_points(chosen, fit_data) if is_law else None
-        if more is not None and len(more.drawn) + len(more.designed):
+        # Terms too small for a round's readings to show may show in these, or in the many more
+        # that measure the law's constants; a law that gains some has theirs measured too.
+        added, spent = 0, 0
+        if chosen.expr.variables and not lab.noise.zero:
+            if (grown := self._with_terms(chosen, fit_data, val, _TERMS)) is not chosen:
+                added += len(grown.constants) - len(chosen.constants)  # its terms (and an offset kept with them)
+                front[index] = chosen = grown
+                is_law = True
+        while is_law:
+            more = self._precision_points(chosen, fit_data, cfg.precision_points - spent)
+            if more is not None and len(more.drawn) + len(more.designed):
+                spent += len(more.drawn) + len(more.designed)
 
-            def fitted_on(data: Trials) -> list[Fitted]:
-                lab.second_readings(data, evaluate(chosen.expr.tokens, data.X, chosen.constants))
-                return [self._fitted(f.expr, f.constants, f.schedule, data, val) if i in (index, most_accurate) else f
-                        for i, f in enumerate(front)]
+                def fitted_on(data: Trials) -> list[Fitted]:
+                    lab.second_readings(data, evaluate(chosen.expr.tokens, data.X, chosen.constants))
+                    return [self._fitted(f.expr, f.constants, f.schedule, data, val) if i in (index, most_accurate)
+                            else f for i, f in enumerate(front)]
 
-            drawn = lab.with_more_points(fit_data, len(more.drawn), more.drawn)
-            fit_data = lab.with_more_points(drawn, len(more.designed), more.designed)
-            front_now = fitted_on(fit_data)
-            if not self._fits_to_floor(front_now[index], val):
-                # The designed readings, many at the ends of the variables' ranges, show the law
-                # to be an approximation there: its constants are then those that fit readings
-                # where the declared distributions put them, as the test's are.
-                fit_data = drawn
+                drawn = lab.with_more_points(fit_data, len(more.drawn), more.drawn)
+                fit_data = lab.with_more_points(drawn, len(more.designed), more.designed)
                 front_now = fitted_on(fit_data)
-            front = front_now
+                if not self._fits_to_floor(front_now[index], val):
+                    # The designed readings, many at the ends of the variables' ranges, show the law
+                    # to be an approximation there: its constants are then those that fit readings
+                    # where the declared distributions put them, as the test's are.
+                    fit_data = drawn
+                    front_now = fitted_on(fit_data)
+                front, chosen = front_now, front_now[index]
+            if lab.noise.zero or added >= _TERMS:
+                break
+            if (grown := self._with_terms(chosen, fit_data, val, _TERMS - added)) is chosen:
+                break
+            added += len(grown.constants) - len(chosen.constants)
+            front[index] = chosen = grown
         if is_law and not lab.noise.zero:
             front[index] = self._with_offset(front[index], fit_data, val)
         law = front[index]
@@ -1381,22 +1400,93 @@ class Run:
         with_ = evaluate(shifted.expr.tokens, X, shifted.constants)
         return law if consistent(y, without, with_, noise, restrictions=1) else shifted
 
-    def _precision_points(self, law: Fitted, data: Trials) -> Design | None:
+    def _with_terms(self, law: Fitted, data: Trials, val: Trials, limit: int) -> Fitted:
+        """``law`` plus the terms its final readings, many more than a round's, show it lacks: a
+        term too small beside the law's others for a round's noisy readings to show (``2*x0 -
+        x1*x2 - x3`` beside ``x1*exp(x0)``, up to 2e5, at 1% noise: livermore2/Vars4-22) is plain
+        in thousands. Chosen one at a time among the pieces of one variable (:func:`_terms`) and
+        the products and ratios of two, each the one that explains most of what the law leaves
+        with its own constants and an offset free to move, while the readings rule out its
+        absence beyond what chance gives the best of so many (:func:`chance_rise`). The law with
+        them is then fitted whole, and kept if the readings still rule out their absence and it
+        fits the validation data to the floor; with an offset only where they rule out its
+        absence too (:meth:`_with_offset`'s test: left free, an offset missing from the law is
+        not taken for a term, 0.000561*x0 for sincos-3-2-2/4's 0.0068)."""
+        assert self.lab.noise is not None
+        if not {"add", "mul"} <= set(self.operators):
+            return law
+        on = data.mask[0]
+        X, y = data.X[0][on], data.y[0][on]
+        w = 1.0 / self.lab.noise.std(y)
+        pieces = _terms(self.grammar(frozenset()), X) + _products(self.operators, self.n_vars)
+        if not (np.all(np.isfinite(w)) and len(y) > len(law.constants) + len(pieces) + 1):
+            return law
+        with np.errstate(all="ignore"):
+            on_law, grads = evaluate_with_grad(law.expr.tokens, X[None], law.constants[None], range(len(law.constants)))
+            values = np.stack([evaluate(p, X, np.ones(1)) for p in pieces], axis=1)
+        left = (y - on_law[0]) * w  # in noise standard deviations: its squares are chi-square
+        # The law's constants and an offset move with any term: what they explain is no term's.
+        slopes, slope_scale = _unit_columns(np.stack([np.ones(len(y))] + [g[0] for g in grads], axis=1), w)
+        columns, scale = _unit_columns(values, w)
+        usable, told = np.isfinite(scale) & (scale > 0), np.isfinite(slope_scale) & (slope_scale > 0)
+        if not (np.isfinite(left).all() and usable.any()):
+            return law
+        pieces, columns, scale = [p for p, ok in zip(pieces, usable) if ok], columns[:, usable], scale[usable]
+        slopes, slope_scale = slopes[:, told], slope_scale[told]  # a constant the readings do not move: none
+        unit = columns.copy()
+        u, sv, _ = np.linalg.svd(slopes, full_matrices=False)
+        basis = u[:, sv > 1e-10 * sv[0]]
+        left = left - basis @ (basis.T @ left)
+        columns = columns - basis @ (basis.T @ columns)
+        chance = chance_rise(1, len(pieces))
+        chosen: list[int] = []
+        for _ in range(limit):
+            size = np.einsum("mc,mc->c", columns, columns)
+            gain = np.where(size > 1e-12, (left @ columns) ** 2 / np.where(size > 0, size, 1.0), 0.0)
+            gain[chosen] = 0.0
+            best = int(np.argmax(gain))
+            if not gain[best] > chance:
+                break
+            chosen.append(best)
+            q = columns[:, best] / math.sqrt(size[best])
+            left = left - (left @ q) * q
+            columns = columns - np.outer(q, q @ columns)
+        if not chosen:
+            return law
+        # Started where least squares puts the offset and the terms beside the law's constants.
+        step = np.linalg.lstsq(np.hstack([slopes, unit[:, chosen]]), (y - on_law[0]) * w, rcond=None)[0]
+        moved = np.zeros(1 + len(law.constants))
+        moved[told] = step[: told.sum()] / slope_scale
+        body = ("add",) + law.expr.tokens + _sum_of([pieces[i] for i in chosen])
+        start = np.r_[moved[0], law.constants + moved[1:], step[told.sum():] / scale[chosen]]
+        base = self._fitted(Expr(("add", CONST_TOKEN) + law.expr.tokens), np.r_[moved[0], law.constants],
+                            law.schedule, data, val)
+        grown = self._fitted(Expr(("add", CONST_TOKEN) + body), start, law.schedule, data, val)
+        with np.errstate(all="ignore"):
+            on_base, on_grown = (evaluate(f.expr.tokens, X, f.constants) for f in (base, grown))
+        if consistent(y, on_base, on_grown, 1.0 / w, len(chosen), len(pieces)) or not self._fits_to_floor(grown, val):
+            return law
+        bare = self._fitted(Expr(body), grown.constants[1:], law.schedule, data, val)
+        with np.errstate(all="ignore"):
+            on_bare = evaluate(bare.expr.tokens, X, bare.constants)
+        return bare if consistent(y, on_bare, on_grown, 1.0 / w) and self._fits_to_floor(bare, val) else grown
+
+    def _precision_points(self, law: Fitted, data: Trials, cap: int) -> Design | None:
         """Set points (in the search's units) whose readings bring the law's constants to
-        ``precision`` (relative standard error), at most ``precision_points`` of them and as
-        the budget allows, half placed where they tell the constants most
+        ``precision`` (relative standard error), at most ``cap`` of them and as the budget
+        allows, half placed where they tell the constants most
         (:func:`rcvgp.design.precision_design`); None if the constants are precise enough.
         Only an active search can choose where to measure."""
         cfg, lab = self.config, self.lab
         errors = self._relative_errors(law, data)
         largest = _largest_told(errors)
-        if errors is None or largest is None or largest <= cfg.precision:
+        if errors is None or largest is None or largest <= cfg.precision or cap <= 0:
             return None
         assert lab.noise is not None
         n = max(_CANDIDATES, 64 * len(law.constants))
         return precision_design(law.expr.tokens, law.constants, data.X[0][data.mask[0]],
                                 design_points(lab.design, n, self.rng), edge_points(lab.design, n, self.rng),
-                                lab.noise, np.isfinite(errors), cfg.precision, min(cfg.precision_points, lab.room()),
+                                lab.noise, np.isfinite(errors), cfg.precision, min(cap, lab.room()),
                                 self.rng)
 
     def _structures(self) -> list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]]:
@@ -1809,6 +1899,25 @@ def _linearized(expr: Expr, constants: np.ndarray) -> tuple[Expr, np.ndarray] | 
     if tokens == expr.tokens or not all(np.isfinite(v).all() for v in values):
         return None
     return Expr(tokens, frozen), np.column_stack(values) if values else np.empty((K, 0))
+
+
+def _unit_columns(values: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each column of ``values`` (m, c) times ``weight`` (m,) and made of unit length, with what
+    it was divided by (not finite, or 0, for a column that is); without squaring numbers that
+    overflow (readings in units of 1e-200 weigh 1e201 each)."""
+    with np.errstate(all="ignore"):
+        peak, heaviest = np.max(np.abs(values), axis=0), np.max(weight)
+        out = values / peak * (weight / heaviest)[:, None]
+        length = np.linalg.norm(out, axis=0)
+        return out / length, peak * heaviest * length
+
+
+def _products(operators: Sequence[str], n_vars: int) -> list[tuple[str, ...]]:
+    """``c*x*v`` for each pair of variables and, with div, ``c*x/v`` for each ordered pair."""
+    pairs = [("mul", CONST_TOKEN, "mul", f"x{i}", f"x{j}") for i, j in itertools.combinations(range(n_vars), 2)]
+    if "div" in operators:
+        pairs += [("mul", CONST_TOKEN, "div", f"x{i}", f"x{j}") for i, j in itertools.permutations(range(n_vars), 2)]
+    return pairs
 
 
 def _sum_of(pieces: Sequence[tuple[str, ...]]) -> tuple[str, ...]:
