@@ -198,6 +198,38 @@ def test_constants_the_data_pin_down_only_together_snap_with_the_others_refitted
     assert found["refitted"] >= 19 and found["alone"] < found["refitted"]
 
 
+def test_two_constants_the_data_take_as_one_are_tied_and_others_are_not() -> None:
+    # 8.314*n*log(V2/V1) at 1% noise, fitted as a*n*log(V2) - b*n*log(V1): a and b differ by
+    # their noise, and as one number the sum reads as one log; 7.93*log(V2) - 8.61*log(V1) stays
+    from scipy.optimize import curve_fit
+
+    from rcvgp.noisefloor import consistent
+
+    n, v1, v2 = sympy.symbols("n V1 V2", positive=True)
+    rng = np.random.default_rng(1)
+    X = np.column_stack([rng.uniform(0.1, 2.0, 2000), rng.uniform(1e-3, 1e-2, 2000), rng.uniform(1e-2, 1e-1, 2000)])
+    for a, b in ((8.314, 8.314), (7.93, 8.61)):
+        truth = X[:, 0] * (a * np.log(X[:, 2]) - b * np.log(X[:, 1]))
+        sd = np.full(2000, 0.01 * truth.std())
+        y = truth + sd * rng.standard_normal(2000)
+        (fa, fb), _ = curve_fit(lambda x, p, q: x[0] * (p * np.log(x[2]) - q * np.log(x[1])), X.T, y, p0=[1.0, 1.0])
+        raw = sympy.Float(fa) * n * sympy.log(v2) - sympy.Float(fb) * n * sympy.log(v1)
+        assert fa != fb
+        on_raw = predict(raw, [n, v1, v2], X)
+
+        def accept(e: sympy.Expr) -> bool:
+            return consistent(y, predict(e, [n, v1, v2], X), on_raw, sd, 2 - len(e.atoms(sympy.Float)))
+
+        snapped = snap_constants(raw, accept, lambda e, at, free: refitted(e, [n, v1, v2], at, free, X, y, sd))
+        sizes = {abs(float(f)) for f in snapped.atoms(sympy.Float)}
+        if a == b:
+            (c,) = sizes
+            assert sympy.expand(snapped - sympy.Float(c) * n * (sympy.log(v2) - sympy.log(v1))) == 0
+            assert c == pytest.approx(8.314, rel=2e-3)
+        else:
+            assert len(sizes) == 2
+
+
 def test_a_function_of_an_argument_small_over_the_data_becomes_its_series_where_the_data_allow() -> None:
     # T**4 at 1% noise, fitted as c - c*cos(a*T**2): over 200..1000 K the cosine's argument stays
     # below 0.05, and 1 - u**2/2 is the law; a cosine that turns over the data stays a cosine
@@ -231,6 +263,25 @@ def test_a_function_of_an_argument_small_over_the_data_becomes_its_series_where_
     curve = predict(near, [T], temps)
     y = curve + 0.01 * curve.std() * rng.standard_normal(1000)
     assert shortened_series(near, accept_for(near, y, 0.01 * curve.std())) == near
+
+
+def test_a_series_drops_what_two_constants_fitted_a_hair_apart_leave() -> None:
+    # (sin(a)/a)**2 at 1% noise, fitted as c1 - c2*cos(k*sin(a)/a) with c1 and c2 a hair apart:
+    # 1 - u**2/2 leaves (c1 - c2) beside the law, which no reading can tell from 0
+    from rcvgp.noisefloor import not_worse
+
+    a = sympy.Symbol("a", positive=True)
+    rng = np.random.default_rng(0)
+    angles = rng.uniform(0.1, 10.0, (1000, 1))
+    truth = (np.sin(angles[:, 0]) / angles[:, 0]) ** 2
+    sd = np.full(1000, 0.01 * truth.std())
+    y = truth + sd * rng.standard_normal(1000)
+    found = sympy.Float(4264.1782048678) - sympy.Float(4264.17828241095) * sympy.cos(
+        sympy.Float(0.0216583572060303) * sympy.sin(a) / a)
+    reference = predict(found, [a], angles)
+    shortened = shortened_series(found, lambda e: not_worse(y, predict(e, [a], angles), reference, sd))
+    assert not shortened.has(sympy.cos)
+    assert sympy.simplify(shortened / (sympy.sin(a) ** 2 / a**2)) == pytest.approx(1.0, rel=1e-3)
 
 
 def test_a_peak_is_written_about_its_centre() -> None:

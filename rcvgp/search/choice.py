@@ -180,20 +180,27 @@ def snap_constants(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], refit
     With ``refit``, the floats not snapped yet are fitted again for each snap tried, so that it
     is judged with the others at their best: constants the data tell only together (a charging
     curve's amplitude and rate, fitted to 4.998 and 99.87 at 1% noise) are each refused when
-    snapped alone with the other left where the joint fit put it."""
+    snapped alone with the other left where the joint fit put it.
+
+    Then each float left is tied to another left within an eighth of it (up to sign), where the
+    data take them as one number and refuse a ratio a quarter of the way to the next simple
+    one (3/4, 5/4): ``c*log(V2) - c*log(V1)`` fitted as ``8.31688*log(V2) - 8.31484*log(V1)``,
+    which then reads as one log."""
     body, values = _over_constants(expr)  # the law over its constants, for every trial
     symbols = list(values)
-    Snaps = dict[sympy.Symbol, sympy.Number]
+    Snaps = dict[sympy.Symbol, sympy.Expr]  # a number, or another constant (a tie)
     snapped: Snaps = {}
 
-    def trial(c: sympy.Symbol, value: sympy.Number) -> tuple[Snaps, dict[sympy.Symbol, float]]:
+    def trial(c: sympy.Symbol, value: sympy.Expr) -> tuple[Snaps, dict[sympy.Symbol, float]]:
         """The snaps with ``c`` at ``value`` too, and the values of the floats left."""
         fixed = {**snapped, c: value}
         left = body.xreplace(fixed).free_symbols
         free = [k for k in symbols if k in left]  # in a fixed order: the same fit on every run
         if refit is None or not free:
             return fixed, values
-        return fixed, {**values, **refit(body, {**values, **{k: float(v) for k, v in fixed.items()}}, free)}
+        numbers = {k: float(v) for k, v in fixed.items() if v.is_number}
+        ties = {k: v for k, v in fixed.items() if not v.is_number}
+        return fixed, {**values, **refit(body.xreplace(ties), {**values, **numbers}, free)}
 
     def law(fixed: Snaps, at: dict[sympy.Symbol, float]) -> sympy.Expr:
         return body.xreplace(fixed).xreplace({k: sympy.Float(v) for k, v in at.items()})
@@ -206,6 +213,21 @@ def snap_constants(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], refit
             fixed, at = trial(c, value)
             if accept(law(fixed, at)) and all(not accept(law(*trial(c, v))) for v in beside):
                 snapped, values = fixed, at
+                break
+    left = [c for c in symbols if c in body.xreplace(snapped).free_symbols]
+    tied_to: set[sympy.Symbol] = set()
+    for i, c in enumerate(left):
+        if c in tied_to:
+            continue  # the others stand for it now
+        for d in left[i + 1:]:
+            ratio = values[c] / values[d] if values[d] else math.inf
+            if d in snapped or not 7 / 8 < abs(ratio) < 9 / 8:
+                continue
+            sign = int(math.copysign(1, ratio))
+            fixed, at = trial(c, sign * d)
+            if accept(law(fixed, at)) and all(not accept(law(*trial(c, k * sign * d))) for k in (0.75, 1.25)):
+                snapped, values = fixed, at
+                tied_to.add(d)
                 break
     return law(snapped, values)
 
@@ -323,12 +345,25 @@ def shortened_series(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], max
     function of an argument that stays small over the data can stand in for a power: a fit of
     ``T**4`` came back as ``45569500 - 45569500*cos(4.98904e-8*T**2)``, which reads as the law
     only as its series; livermore2/Vars4-23's ``-2.23*x2*(x1 + 1/sqrt(x3))`` as
-    ``86419*x2 - 86419*x2/(1 - 2.58e-5*x1 - 2.58e-5/sqrt(x3))``."""
+    ``86419*x2 - 86419*x2/(1 - 2.58e-5*x1 - 2.58e-5/sqrt(x3))``.
+
+    The two constants of such a pair are fitted apart, a hair from each other (``4264.17828 -
+    4264.17820*cos(0.0217*sin(a)/a)`` for ``sin(a)**2/a**2``); the series leaves their
+    difference beside the term it cancelled against, which is dropped where ``accept`` takes
+    the series without it."""
     def series(node: sympy.Expr, order: int) -> sympy.Expr:
         if isinstance(node, sympy.Pow):  # (1 + u)**e
             u = node.base - 1
             return sympy.Add(*(sympy.binomial(node.exp, k) * u**k for k in range(order + 1)))
         return _taylor(node.func, order).xreplace({_Z: node.args[0]})
+
+    def without_leftovers(trial: sympy.Expr, before: sympy.Expr) -> sympy.Expr:
+        terms = set(sympy.Add.make_args(before))
+        factors = {t.as_coeff_Mul()[1] for t in terms}
+        for term in sympy.Add.make_args(trial):
+            if term not in terms and term.as_coeff_Mul()[1] in factors and accept(lean := trial - term):
+                trial = lean
+        return trial
 
     powers = [p for p in expr.atoms(sympy.Pow)
               if p.base.is_Add and p.base.as_coeff_Add()[0] == 1 and not (p.exp.is_Integer and p.exp > 0)]
@@ -336,7 +371,7 @@ def shortened_series(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], max
         if not expr.has(node):
             continue  # gone with an earlier replacement
         for order in range(1, max_order + 1):
-            trial = sympy.expand(expr.xreplace({node: series(node, order)}))
+            trial = without_leftovers(sympy.expand(expr.xreplace({node: series(node, order)})), expr)
             if sympy.count_ops(trial) < sympy.count_ops(expr) and accept(trial):
                 expr = trial
                 break
