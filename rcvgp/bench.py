@@ -84,7 +84,7 @@ SUMMARY_CSV_NAME = "summary.csv"
 RECORD_FIELDS = (
     "id", "group", "method", "seed", "nmse_test", "nmse_floor", "nmse_truth", "exact", "form", "fits_noise", "points",
     "requests", "points_failed",
-    "wall_seconds", "cpu_seconds", "stopped", "timed_out", "expression", "schedule", "noise", "rescale",
+    "wall_seconds", "cpu_seconds", "stopped", "timed_out", "restarts", "expression", "schedule", "noise", "rescale",
     "time_cap", "settings", "workers",
 )  # fmt: skip
 
@@ -345,6 +345,7 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         "cpu_seconds": cpu_seconds,
         "stopped": result.stopped,
         "timed_out": result.stopped == "time",
+        "restarts": result.restarts,
         "expression": result.best.expression,
         "schedule": [list(held) for held in result.best.schedule],
         "noise": task.noise,

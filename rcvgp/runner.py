@@ -550,6 +550,9 @@ def format_summary(data: dict[str, Any]) -> str:
     schedule = data.get("schedule") or []
     if schedule:
         lines.append("  schedule     " + _schedule_text(schedule))
+    if data.get("restarts"):
+        n = int(data["restarts"])
+        lines.append(f"  restarts     {n} (the rounds ran {n + 1} times: no fit had reached the noise floor)")
     equations = data.get("equations") or []
     chosen = next((i for i, eq in enumerate(equations) if eq.get("chosen")), 0)
     # The entries around the law: the simpler ones it was preferred to and the next more complex.

@@ -121,6 +121,7 @@ def test_fingerprint_ignores_budget_output_and_workers_but_not_the_seed(tmp_path
         ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {precision_points: -1}\n",
          "exp.yaml: search.precision_points: must be an integer >= 0"),
         ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {workers: -1}\n", "exp.yaml: search.workers: must be an integer >= 1"),
+        ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {restarts: -1}\n", "exp.yaml: search.restarts: must be an integer >= 0"),
         ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {workers: two}\n",
          "exp.yaml: search.workers: expected an integer, got 'two'"),
         ("oracle: {catalog: sincos-3-2-2/1}\nsearch: {workers: true}\n",

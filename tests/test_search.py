@@ -61,6 +61,32 @@ def test_offspring_start_from_the_constants_they_share_with_their_parent() -> No
     assert inherited_constants(parent, constants[:1], grown).tolist() == [[1.0, 2.0, 3.0, 4.0, 1.0]]
 
 
+# --- restarts ------------------------------------------------------------------------------------
+
+def test_a_run_short_of_the_floor_starts_its_rounds_again_and_one_at_the_floor_does_not() -> None:
+    # Three generations of ten trees: x0*sin(x1 + sin(x2*x0)) is out of their reach, and each
+    # restart runs the rounds again on new trials and says so; sin(x0*sin(x1*x2)) is out of
+    # reach of the first start and found by the first restart; x0*x1 + sin(x2) never restarts
+    messages: list[str] = []
+    hard = oracle3(lambda X: X[:, 0] * np.sin(X[:, 1] + np.sin(X[:, 2] * X[:, 0])))
+    short = run_search("racing", hard, TINY.replace(restarts=2), seed=0,
+                       progress=lambda p: messages.append(p.message) if p.message else None)
+    assert short.restarts == 2
+    assert [m for m in messages if "restart" in m] == [
+        "no fit reached the noise floor: restart 1 of 2, from new random trees",
+        "no fit reached the noise floor: restart 2 of 2, from new random trees"]
+    assert SearchResult.from_dict(short.to_dict()).restarts == 2
+    again = run_search("racing", hard, TINY.replace(restarts=2), seed=0)  # no progress callback: the same path
+    assert again.to_dict() | {"wall_seconds": 0} == short.to_dict() | {"wall_seconds": 0}
+    nested = oracle3(lambda X: np.sin(X[:, 0] * np.sin(X[:, 1] * X[:, 2])))
+    once = run_search("racing", nested, TINY.replace(restarts=0), seed=0)
+    later = run_search("racing", nested, TINY.replace(restarts=2), seed=0)
+    assert (once.restarts, later.restarts) == (0, 1)
+    assert once.nmse_test > 1e-3 and later.nmse_test < 1e-20
+    assert later.points_measured > once.points_measured
+    assert run_search("racing", oracle3(), TINY.replace(restarts=2), seed=0).restarts == 0
+
+
 # --- FreezeEquation ------------------------------------------------------------------------------
 
 def test_summary_constants_are_those_that_vary_across_trials() -> None:
@@ -815,7 +841,8 @@ def test_progress_reports_the_best_fit_of_the_round_under_way() -> None:
     """Without sin, round 1 (x0 free) fits its slice of x0*x1 + sin(x2) exactly, the last round
     cannot: its progress shows its own best, not round 1's 1e-32 beside a law of 0.004."""
     reports: list[Progress] = []
-    result = run_search("racing", oracle3(), TINY.replace(operators=("add", "mul")), seed=0, progress=reports.append)
+    config = TINY.replace(operators=("add", "mul"), restarts=0)  # each round once
+    result = run_search("racing", oracle3(), config, seed=0, progress=reports.append)
     best_of_round: dict[int, float] = {}
     for p in reports:
         best_of_round[p.round] = min(best_of_round.get(p.round, np.inf), *(s.best_loss for s in p.schedules))

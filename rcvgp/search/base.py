@@ -68,6 +68,7 @@ class SearchConfig:
     noise_std: float | None = None  # std of a reading in y's units; None: estimate from replicates
     selection: str = "parsimonious"  # or "accuracy": how the law is chosen from the front
     workers: int = 1  # processes that fit a generation's constants at once (1: this one alone); same result
+    restarts: int = 2  # racing: times the rounds start again from new random trees while no fit reaches the floor
     max_points: int | None = None
     max_requests: int | None = None
     max_seconds: float | None = None
@@ -83,7 +84,7 @@ class SearchConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"search setting `{name}` must be an integer >= 1, got {value!r}")
-        for name in ("refit_points", "precision_points"):
+        for name in ("refit_points", "precision_points", "restarts"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"search setting `{name}` must be an integer >= 0, got {value!r}")
@@ -257,6 +258,7 @@ class SearchResult:
     config: SearchConfig = field(default_factory=SearchConfig)
     noise: NoiseModel = field(default_factory=NoiseModel)  # in y's units
     rounds: tuple[int, int] = (0, 0)  # rounds started (the last may have been cut short), planned
+    restarts: int = 0  # times the rounds started again because no fit reached the noise floor
     #: the points ``test_metrics`` were computed on (not in :meth:`to_dict`: arrays, for the report)
     test_points: TestPoints | None = field(default=None, compare=False, repr=False)
     variables: tuple[str, ...] = ()  # the oracle's variable names: the columns of X, in order
@@ -360,6 +362,7 @@ class SearchResult:
             "stopped": self.stopped,
             "rounds_run": self.rounds[0],
             "rounds_not_run": self.rounds_not_run,
+            "restarts": self.restarts,
             "noise": self.noise.to_dict(),
             "fits_noise": self.fits_noise,
             "constants_error": self.constants_error,
@@ -406,6 +409,7 @@ class SearchResult:
                 config=SearchConfig(**settings),
                 noise=NoiseModel.from_dict(data.get("noise") or {}),
                 rounds=(done, done + len(data.get("rounds_not_run") or ())),
+                restarts=int(data.get("restarts") or 0),
                 variables=names,
                 fits_noise=None if data.get("fits_noise") is None else bool(data["fits_noise"]),
                 constants_error=None if data.get("constants_error") is None else float(data["constants_error"]),

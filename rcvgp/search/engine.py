@@ -496,6 +496,7 @@ class Run:
         self.current: list[Individual] = []
         self.round = 0
         self.n_rounds = self.n_vars
+        self.restarts = 0  # times the rounds started again (racing: :meth:`restart`)
         #: fits the constants, here or on ``executor`` (see :mod:`rcvgp.search.fitting`)
         self.fitter = Fitter(config.optimizer, config.fit_iterations, executor, config.workers)
         self._cache: dict[tuple[tuple[str, ...], int], FitResult] = {}
@@ -985,6 +986,25 @@ class Run:
                 break
         return pop
 
+    def reached_floor(self) -> bool:
+        """Whether an expression with no variable held has fitted its data to the noise floor."""
+        return any(ind.score == 0 for ind in self.hall.values())
+
+    def restart(self) -> None:
+        """Start the rounds again from new random trees, on new trials, keeping the hall of fame:
+        whether GP finds a law's structure at all depends on its random start (1/sqrt((100 -
+        w**2)**2 + 4*w**2) and (sin(a)/a)**2, noiseless, each found by one seed of four), and a
+        run that ends short of the floor has an approximation to show for its budget."""
+        self.restarts += 1
+        self.lab.new_round()
+        self.current = []
+        if self.progress is not None:
+            message = (f"no fit reached the noise floor: restart {self.restarts} of {self.config.restarts}, "
+                       f"from new random trees")
+            self.progress(Progress(self.method, 0, self.n_rounds, 0, self.best_seen, self.lab.points,
+                                   self.lab.requests, time.perf_counter() - self.started, message=message))
+        self.best_seen, self._best_round = math.inf, 0
+
     def record(self, pop: Iterable[Individual]) -> None:
         """Keep the best expression with no variable held of each size in the hall of fame."""
         for ind in pop:
@@ -1003,6 +1023,7 @@ class Run:
         reason = {"budget": "measurement budget spent", "time": "time budget spent"}.get(stopped, stopped)
         if left:
             where = f"round {self.round} of {self.n_rounds}" if self.round else "the first pools"
+            where = f"restart {self.restarts}, {where}" if self.restarts else where
             rounds = f"round {left[0]}" if len(left) == 1 else f"rounds {left[0]}-{left[-1]}"
             reason += f" in {where}: {rounds} not run"
         self.progress(Progress(self.method, self.round, self.n_rounds, 0, self.best_seen, self.lab.points,
@@ -1345,6 +1366,7 @@ class Run:
             config=cfg,
             noise=lab.noise,
             rounds=(self.round, self.n_rounds),
+            restarts=self.restarts,
             test_points=TestPoints(X_test, test.y[0].copy(), np.asarray(on_test, dtype=float)),
             variables=tuple(v.name for v in self.spec.variables),
             fits_noise=self._fits_to_floor(shown, val),
