@@ -339,7 +339,8 @@ def _unify(e: sympy.Expr, domains: dict[str, Variable] | None = None) -> sympy.E
     """Symbols by name, so x0 (real) in one expression equals x0 in the other: the symbol of
     the declared domain (:func:`domain_symbol`) where ``domains`` has the name, a plain one
     otherwise; numbers such as sqrt(2) or pi as floats, so a fitted 1.41421 can cancel against
-    them; whole-number floats, to rounding, as integers."""
+    them; whole-number floats, to rounding, as integers; and a fraction no decimal writes out
+    (1/30, 1/3) as a float, so a fitted 0.0333333 rounds as it does (``exp(-t/30)``)."""
     domains = domains or {}
     e = e.xreplace({
         s: domain_symbol(domains[s.name]) if s.name in domains else sympy.Symbol(s.name) for s in e.free_symbols
@@ -352,7 +353,17 @@ def _unify(e: sympy.Expr, domains: dict[str, Variable] | None = None) -> sympy.E
         lambda s: s.is_number and not s.is_Rational and not isinstance(s, sympy.Float),
         lambda s: sympy.Float(s.evalf()),
     )
+    e = e.xreplace({q: sympy.Float(q) for q in e.atoms(sympy.Rational) if not _terminating(q)})
     return e.replace(lambda p: p.is_Pow and p.base.is_Add and not (p.exp.is_Integer and p.exp > 0), _leading_one)
+
+
+def _terminating(q: sympy.Rational) -> bool:
+    """Whether ``q`` has a finite decimal expansion: its denominator has no prime but 2 and 5."""
+    d = int(q.q)
+    for p in (2, 5):
+        while d % p == 0:
+            d //= p
+    return d == 1
 
 
 def _leading_one(power: sympy.Pow) -> sympy.Expr:

@@ -112,6 +112,9 @@ BONUS_19_FOUND = "(-4.81545e+42*x0 + x1**2*x2**2*(1.07158e+26*x3 - 5.35792e+25))
         # the same once over one denominator (livermore2/Vars4-20 as a racing run returned it)
         ("(-0.480769*x2*x3 - 0.480769*x2 + (x2*(x3 + 1) + 2.08)*(x0 + x1 + 6.69077))/(x2*(x3 + 1) + 2.08)",
          "x0 + x1 + 6.21 + 1/(x2*x3 + x2 + 2.08)"),
+        # a truth's fraction that no decimal writes out, compared at three digits as a float is
+        ("20 + 80*exp(-0.0333333*x0)", "20 + 80*exp(-x0/30)"),
+        ("0.333333*x0 + x1", "x0/3 + x1"),
     ],
 )
 def test_is_exact_accepts_equivalent_expressions(found: str, truth: str) -> None:
@@ -125,6 +128,7 @@ def test_is_exact_accepts_equivalent_expressions(found: str, truth: str) -> None
         ("x0*x1 + sin(x2)", "x0*x1 + cos(x2)"),
         ("sin(1.1*x0)", "sin(x0)"),
         ("x0*x1 + 0.5*sin(x2)", "x0*x1 + sin(x2)"),
+        ("20 + 80*exp(-0.0334*x0)", "20 + 80*exp(-x0/30)"),
         ("1.5*x0*sqrt(x1) + 1", "sqrt(2)*x0*sqrt(x1) + 1"),
         ("x0 + sqrt(x3) + log(x2/x0**(4.5*x0*x1))", "-4.81*x0*x1*log(x0) + x0 + sqrt(x3) + log(x2)"),
         (BONUS_19_FOUND.replace("5.35792e+25", "5.3e+25"), BONUS_19_TRUTH),
