@@ -493,6 +493,10 @@ class Run:
         self.started = time.perf_counter()
         #: the best expression with no variable held per size (complexity): the Pareto front's source
         self.hall: dict[int, Individual] = {}
+        #: the halls of the starts before a restart: each start's front is refitted at the end,
+        #: not only the trees that fitted closest in the search (a tree's fit in the search is
+        #: short of what the final refit makes of it)
+        self.past_halls: list[dict[int, Individual]] = []
         self.current: list[Individual] = []
         self.round = 0
         self.n_rounds = self.n_vars
@@ -992,12 +996,14 @@ class Run:
 
     def restart(self) -> None:
         """Start the rounds again from new random trees, on new trials, keeping the hall of fame:
-        whether GP finds a law's structure at all depends on its random start (1/sqrt((100 -
-        w**2)**2 + 4*w**2) and (sin(a)/a)**2, noiseless, each found by one seed of four), and a
-        run that ends short of the floor has an approximation to show for its budget."""
+        whether GP finds a law's structure at all depends on its random start ((sin(a)/a)**2,
+        noiseless: found from one seed's start of four, from seed 0's first restart), and a run
+        that ends short of the floor has only an approximation to show for its budget."""
         self.restarts += 1
         self.lab.new_round()
         self.current = []
+        self.past_halls.append(self.hall)
+        self.hall = {}
         if self.progress is not None:
             message = (f"no fit reached the noise floor: restart {self.restarts} of {self.config.restarts}, "
                        f"from new random trees")
@@ -1514,15 +1520,17 @@ class Run:
     def _structures(self) -> list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]]:
         """The structures to refit at the end, with their starting constants and schedules: the
         hall of fame's front (the best fit of each size, kept if it beats every smaller one; the
-        ``hall_of_fame`` most accurate if it is longer), or, if the run stopped before any
+        ``hall_of_fame`` most accurate if it is longer), each start's after restarts, or, if the run stopped before any
         variable was free of control, its best individuals.
 
         The constants FreezeEquation fixed are fitted again, now on data with no variable held,
         from their frozen values; trees that differ only in those values are one structure, and
         every node is open to the final cleaning."""
         limit = self.config.hall_of_fame
-        if self.hall:
-            pool = front_of(self.hall.values(), lambda ind: (len(ind.expr), ind.fitness))[-limit:]
+        halls = [hall for hall in self.past_halls + [self.hall] if hall]
+        if halls:
+            pool = [ind for hall in halls
+                    for ind in front_of(hall.values(), lambda ind: (len(ind.expr), ind.fitness))[-limit:]]
         else:
             pool = _rank(self.current)[:limit]
         out: list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]] = []
