@@ -1207,7 +1207,7 @@ class Run:
         once on fresh test data, in the oracle's units."""
         cfg, lab = self.config, self.lab
         structures = self._structures()
-        if not structures:
+        if not any(structures):
             raise BudgetExhausted("the search stopped before it could fit a single expression")
         fit_data = lab.cached_trials(frozenset()) or lab.fresh_points(cfg.batch, reserved=True)
         # Noise limits a constant's precision to about noise / sqrt(points): the law's constants
@@ -1216,7 +1216,11 @@ class Run:
         val = lab.fresh_points(cfg.n_validation, reserved=True)
         test = lab.fresh_points(cfg.n_test, reserved=True)
         assert lab.noise is not None  # measured with the first trials
-        fitted = pareto_front(self._fitted(expr, start, schedule, fit_data, val) for expr, start, schedule in structures)
+        # Each start's front apart (after restarts): a start's tree may hold a law that only
+        # pruning shows (Planck's law in a tree of 60 nodes), which another start's closer fits
+        # of its size would push off one front of them all.
+        fitted = [f for group in structures
+                  for f in pareto_front(self._fitted(expr, start, schedule, fit_data, val) for expr, start, schedule in group)]
         fitted = self._without_wild(fitted, fit_data, val)
         noise = lab.noise.std(val.y[0])
         # Each entry without the parts the validation data do not need, so that the choice weighs
@@ -1517,31 +1521,32 @@ class Run:
                                 lab.noise, np.isfinite(errors), cfg.precision, min(cap, lab.room()),
                                 self.rng)
 
-    def _structures(self) -> list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]]:
-        """The structures to refit at the end, with their starting constants and schedules: the
-        hall of fame's front (the best fit of each size, kept if it beats every smaller one; the
-        ``hall_of_fame`` most accurate if it is longer), each start's after restarts, or, if the run stopped before any
-        variable was free of control, its best individuals.
+    def _structures(self) -> list[list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]]]:
+        """The structures to refit at the end, with their starting constants and schedules, one
+        list per start (one without restarts): the hall of fame's front (the best fit of each
+        size, kept if it beats every smaller one; the ``hall_of_fame`` most accurate if it is
+        longer), or, if the run stopped before any variable was free of control, its best
+        individuals.
 
         The constants FreezeEquation fixed are fitted again, now on data with no variable held,
         from their frozen values; trees that differ only in those values are one structure, and
         every node is open to the final cleaning."""
         limit = self.config.hall_of_fame
         halls = [hall for hall in self.past_halls + [self.hall] if hall]
-        if halls:
-            pool = [ind for hall in halls
-                    for ind in front_of(hall.values(), lambda ind: (len(ind.expr), ind.fitness))[-limit:]]
-        else:
-            pool = _rank(self.current)[:limit]
-        out: list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]] = []
+        pools = ([front_of(hall.values(), lambda ind: (len(ind.expr), ind.fitness))[-limit:] for hall in halls]
+                 or [_rank(self.current)[:limit]])
         seen: set[tuple[str, ...]] = set()
-        for ind in pool:
-            start = _median_start(ind.fit.constants)
-            tokens, values = reopened(ind.expr.tokens, np.ones(ind.expr.n_consts) if start is None else start)
-            if tokens not in seen:
-                seen.add(tokens)
-                out.append((Expr(tokens), np.array(values) if values else None, ind.schedule))
-        return out
+        groups = []
+        for pool in pools:
+            out: list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]] = []
+            for ind in pool:
+                start = _median_start(ind.fit.constants)
+                tokens, values = reopened(ind.expr.tokens, np.ones(ind.expr.n_consts) if start is None else start)
+                if tokens not in seen:
+                    seen.add(tokens)
+                    out.append((Expr(tokens), np.array(values) if values else None, ind.schedule))
+            groups.append(out)
+        return groups
 
     def _fitted(
         self, expr: Expr, start: np.ndarray | None, schedule: tuple[frozenset[int], ...], data: Trials, val: Trials
