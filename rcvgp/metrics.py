@@ -216,7 +216,7 @@ def _numerically_unlike(
         with np.errstate(all="ignore"):
             fv = np.broadcast_to(np.asarray(sympy.lambdify(symbols, f, "numpy")(*X.T), dtype=float), (64,))
             tv = np.broadcast_to(np.asarray(sympy.lambdify(symbols, t, "numpy")(*X.T), dtype=float), (64,))
-    except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError):
+    except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError, NotImplementedError):
         return False
     ok = np.isfinite(fv) & np.isfinite(tv) & (tv != 0)
     if ok.sum() < 16:
@@ -255,7 +255,7 @@ def _sizes(coefficients: dict[sympy.Expr, complex], domains: dict[str, Variable]
             with np.errstate(all="ignore"):
                 values = np.broadcast_to(np.asarray(sympy.lambdify(symbols, k, "numpy")(*X.T), dtype=complex), (64,))
             m = float(np.mean(np.abs(values)))
-        except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError):
+        except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError, NotImplementedError):
             m = math.nan
         out[k] = abs(coefficients[k]) * (m if math.isfinite(m) and m > 0 else 1.0)
     return out

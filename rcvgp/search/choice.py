@@ -312,7 +312,9 @@ def constant_errors(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.nda
     floats = sorted(expr.atoms(sympy.Float), key=lambda f: (text.find(sympy.sstr(f, full_prec=False)), float(f)))
     if not floats:
         return ()
-    names = [sympy.Dummy(f"c{i}") for i in range(len(floats))]
+    # Real, as the law's constants are: |u + c| then has the slope sign(u + c), which numpy
+    # evaluates, not one through re(c), which it cannot print.
+    names = [sympy.Dummy(f"c{i}", real=True) for i in range(len(floats))]
     body = expr.xreplace(dict(zip(floats, names)))
     values = [float(f) for f in floats]
     ok = np.isfinite(X).all(axis=1) & np.isfinite(noise_std)
@@ -323,7 +325,8 @@ def constant_errors(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.nda
             columns = [np.broadcast_to(np.asarray(sympy.lambdify([*symbols, *names], body.diff(c), "numpy")(
                 *X[ok].T, *values), dtype=float), (int(ok.sum()),)) for c in names]
         errors = gauss_newton_errors(np.column_stack(columns), noise_std[ok], np.array(values))
-    except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError, np.linalg.LinAlgError):
+    except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError, NotImplementedError,
+            np.linalg.LinAlgError):  # NotImplementedError: a function numpy has no name for
         errors = np.full(len(values), np.inf)
     return tuple((v, float(e)) for v, e in zip(values, errors))
 
@@ -333,7 +336,7 @@ def _lambdified(expr: sympy.Expr, symbols: tuple[sympy.Symbol, ...]) -> Callable
     """``expr`` as a numpy function of ``symbols``, made once for the many refits of one law."""
     try:
         return sympy.lambdify(list(symbols), expr, "numpy")
-    except (TypeError, ValueError, NameError, SyntaxError):
+    except (TypeError, ValueError, NameError, SyntaxError, NotImplementedError):
         return None
 
 
@@ -722,7 +725,7 @@ def predict(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.ndarray) ->
             fn = sympy.lambdify(list(symbols), expr, "numpy")
             out = np.asarray(fn(*X.T), dtype=float)
         return np.array(np.broadcast_to(out, X.shape[:1]))
-    except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError, AttributeError):
+    except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError, AttributeError, NotImplementedError):
         return np.full(X.shape[0], np.nan)
 
 
