@@ -1220,7 +1220,8 @@ class Run:
         # pruning shows (Planck's law in a tree of 60 nodes), which another start's closer fits
         # of its size would push off one front of them all.
         fitted = [f for group in structures
-                  for f in pareto_front(self._fitted(expr, start, schedule, fit_data, val) for expr, start, schedule in group)]
+                  for f in pareto_front(self._fitted(expr, start, schedule, fit_data, val)
+                                        for expr, start, schedule in group)]
         fitted = self._without_wild(fitted, fit_data, val)
         noise = lab.noise.std(val.y[0])
         # Each entry without the parts the validation data do not need, so that the choice weighs
