@@ -1004,11 +1004,8 @@ class Run:
         self.current = []
         self.past_halls.append(self.hall)
         self.hall = {}
-        if self.progress is not None:
-            message = (f"no fit reached the noise floor: restart {self.restarts} of {self.config.restarts}, "
-                       f"from new random trees")
-            self.progress(Progress(self.method, 0, self.n_rounds, 0, self.best_seen, self.lab.points,
-                                   self.lab.requests, time.perf_counter() - self.started, message=message))
+        self._tell(f"no fit reached the noise floor: restart {self.restarts} of {self.config.restarts}, "
+                   f"from new random trees", round_=0)
         self.best_seen, self._best_round = math.inf, 0
 
     def record(self, pop: Iterable[Individual]) -> None:
@@ -1032,8 +1029,13 @@ class Run:
             where = f"restart {self.restarts}, {where}" if self.restarts else where
             rounds = f"round {left[0]}" if len(left) == 1 else f"rounds {left[0]}-{left[-1]}"
             reason += f" in {where}: {rounds} not run"
-        self.progress(Progress(self.method, self.round, self.n_rounds, 0, self.best_seen, self.lab.points,
-                               self.lab.requests, time.perf_counter() - self.started, message=reason))
+        self._tell(reason, round_=self.round)
+
+    def _tell(self, message: str, round_: int) -> None:
+        """Report ``message`` to the progress callback, if there is one, as of ``round_``."""
+        if self.progress is not None:
+            self.progress(Progress(self.method, round_, self.n_rounds, 0, self.best_seen, self.lab.points,
+                                   self.lab.requests, time.perf_counter() - self.started, message=message))
 
     def report(self, generation: int, pop: Sequence[Individual]) -> None:
         if self._best_round != self.round:
