@@ -233,17 +233,25 @@ def test_ctrl_c_saves_the_best_so_far_and_exits_130(write_experiment, tmp_path):
 
 
 @pytest.mark.integration
-def test_a_run_killed_midway_resumes_to_the_same_result_measuring_nothing_twice(write_experiment, tmp_path):
+@pytest.mark.parametrize(("law", "restarts", "records"), [
+    ("x0*x1 + 2.5", 0, 1),
+    # out of reach of three generations of ten trees: the kill lands in the first restart (the
+    # first start measured 4 batches, and 64 points to judge it)
+    ("x0*sin(x1 + sin(x1*x0))", 2, 6),
+])
+def test_a_run_killed_midway_resumes_to_the_same_result_measuring_nothing_twice(write_experiment, tmp_path, law,
+                                                                                 restarts, records):
     # A slow oracle (0.3 s per request) so that the kill lands in the middle of the run.
-    write_experiment(oracle={"latency": 0.3})
+    write_experiment(oracle={"latency": 0.3, "expression": law})
     full = rcvgp("run", "exp.yaml", "--json", "--quiet", "--output", "full", cwd=tmp_path)
     assert full.returncode == 0, full.stderr
     expected = json.loads(full.stdout)
+    assert expected["restarts"] == restarts
 
     journal = tmp_path / "runs" / "tiny" / "journal.jsonl"
     proc = _start(["run", "exp.yaml", "--quiet"], tmp_path)
     try:
-        _wait_for_records(journal, 1, proc)
+        _wait_for_records(journal, records, proc)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)

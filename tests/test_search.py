@@ -87,6 +87,28 @@ def test_a_run_short_of_the_floor_starts_its_rounds_again_and_one_at_the_floor_d
     assert run_search("racing", oracle3(), TINY.replace(restarts=2), seed=0).restarts == 0
 
 
+def test_a_start_is_judged_on_its_front_refitted_as_the_end_refits_it() -> None:
+    # The search's fit of c*x0*x1 + sin(x2) stopped at c = 1.5, off the floor; refitted, as
+    # ``finish`` refits it, it is the law: no restart is needed. c*x0*x1 refitted is still no
+    # law: restart. A budget with no room for the readings this takes has none for a restart.
+    def start(config: SearchConfig, tokens: str) -> Run:
+        run = Run("racing", oracle3(), config, seed=0)
+        data = run.lab.trials(frozenset())
+        expr = Expr(tuple(tokens.split()))
+        loss = regression_metrics(data.y[0], evaluate(expr.tokens, data.X[0], np.array([1.5])))["nmse"]
+        run.record([Individual(expr, frozenset(), (frozenset(),), FitResult(np.array([loss]), np.array([[1.5]]), 1))])
+        assert run.hall and not any(ind.score == 0 for ind in run.hall.values())
+        return run
+
+    run = start(TINY, "add mul mul c x0 x1 sin x2")
+    points = run.lab.points
+    assert not run.worth_restarting() and run.lab.points == points + TINY.n_validation
+    assert start(TINY, "mul mul c x0 x1").worth_restarting()
+    bare = start(TINY.replace(max_points=TINY_MIN_POINTS), "mul mul c x0 x1")
+    points = bare.lab.points
+    assert not bare.worth_restarting() and bare.lab.points == points
+
+
 # --- FreezeEquation ------------------------------------------------------------------------------
 
 def test_summary_constants_are_those_that_vary_across_trials() -> None:

@@ -68,7 +68,7 @@ class SearchConfig:
     noise_std: float | None = None  # std of a reading in y's units; None: estimate from replicates
     selection: str = "parsimonious"  # or "accuracy": how the law is chosen from the front
     workers: int = 1  # processes that fit a generation's constants at once (1: this one alone); same result
-    restarts: int = 0  # racing: times the rounds may start again from new random trees while no fit reaches the floor
+    restarts: int = 2  # racing: times the rounds may start again from new random trees while no fit reaches the floor
     max_points: int | None = None
     max_requests: int | None = None
     max_seconds: float | None = None

@@ -258,10 +258,11 @@ class Lab:
         """This round's trials of a controlled set if they were measured, else None."""
         return self._trials.get(controlled)
 
-    def fresh_points(self, n: int, reserved: bool = False) -> Trials:
-        """``n`` points with no variable held, as one trial in the search's units."""
+    def fresh_points(self, n: int, reserved: bool = False, rng: np.random.Generator | None = None) -> Trials:
+        """``n`` points with no variable held, as one trial in the search's units, drawn with
+        ``rng`` (the lab's own if None)."""
         self._start()
-        X, y = self.measure(design_points(self.design, n, self.rng), reserved=reserved)
+        X, y = self.measure(design_points(self.design, n, rng or self.rng), reserved=reserved)
         return self._with_noise(X, y)
 
     def with_more_points(self, trials: Trials, n: int, where: np.ndarray | None = None) -> Trials:
@@ -412,6 +413,26 @@ class _Draft(NamedTuple):
     threshold: float = math.inf
     init: np.ndarray | None = None
     settled: frozenset[int] = frozenset()
+
+
+#: A tree to refit at the end: its structure, the constants to start from, its schedule.
+_Structure = tuple[Expr, "np.ndarray | None", tuple[frozenset[int], ...]]
+
+
+def _as_structures(pool: Iterable[Individual], seen: set[tuple[str, ...]]) -> list[_Structure]:
+    """``pool``'s trees to refit, but those in ``seen`` (which gains the others).
+
+    The constants FreezeEquation fixed are fitted again, now on data with no variable held,
+    from their frozen values; trees that differ only in those values are one structure, and
+    every node is open to the final cleaning."""
+    out: list[_Structure] = []
+    for ind in pool:
+        start = _median_start(ind.fit.constants)
+        tokens, values = reopened(ind.expr.tokens, np.ones(ind.expr.n_consts) if start is None else start)
+        if tokens not in seen:
+            seen.add(tokens)
+            out.append((Expr(tokens), np.array(values) if values else None, ind.schedule))
+    return out
 
 
 def _rank(pop: Iterable[Individual]) -> list[Individual]:
@@ -990,9 +1011,22 @@ class Run:
                 break
         return pop
 
-    def reached_floor(self) -> bool:
-        """Whether an expression with no variable held has fitted its data to the noise floor."""
-        return any(ind.score == 0 for ind in self.hall.values())
+    def worth_restarting(self) -> bool:
+        """Whether this start has left a new one something to find: no fit with no variable held
+        reaches the noise floor, in the search or once the start's front is refitted and pruned
+        as :meth:`finish` will (Planck's law shows only in a tree of 60 nodes pruned), and the
+        budget has room for the validation points that judging this takes."""
+        if any(ind.score == 0 for ind in self.hall.values()):
+            return False
+        data = self.lab.cached_trials(frozenset())
+        if data is None or not self.hall:
+            return True
+        if self.lab.room() < self.config.n_validation:
+            return False
+        # Drawn from a stream of their own: whether to restart must not move the search's path.
+        val = self.lab.fresh_points(self.config.n_validation, rng=np.random.default_rng([self.seed, self.restarts]))
+        front = self._front([_as_structures(self._hall_front(self.hall), set())], data, val)
+        return not any(self._fits_to_floor(f, val) for f in front)
 
     def restart(self) -> None:
         """Start the rounds again from new random trees, on new trials, keeping the hall of fame:
@@ -1221,14 +1255,8 @@ class Run:
         # Each start's front apart (after restarts): a start's tree may hold a law that only
         # pruning shows (Planck's law in a tree of 60 nodes), which another start's closer fits
         # of its size would push off one front of them all.
-        fitted = [f for group in structures
-                  for f in pareto_front(self._fitted(expr, start, schedule, fit_data, val)
-                                        for expr, start, schedule in group)]
-        fitted = self._without_wild(fitted, fit_data, val)
+        front = self._front(structures, fit_data, val)
         noise = lab.noise.std(val.y[0])
-        # Each entry without the parts the validation data do not need, so that the choice weighs
-        # the laws' own sizes, not those of the trees they came in.
-        front = pareto_front(self._pruned_law(f, fit_data, val, noise) for f in fitted)
         index, most_accurate = choose(front, val.y[0], noise, cfg.selection, lab.weighted), best_of(front)
         # The choice is made; if it is a law (it fits the validation data to the noise floor: an
         # approximation's constants are no law's, and not worth the rig's time; nor is the mean
@@ -1387,6 +1415,18 @@ class Run:
             constants=None if lab.noise.zero else constant_errors(readable, names, X_fit, noise_fit),
         )
 
+    def _front(self, structures: list[list[_Structure]], data: Trials, val: Trials) -> list[Fitted]:
+        """The Pareto front of ``structures`` refitted on ``data`` (each group's front apart:
+        see :meth:`finish`), each entry without the parts the validation data do not need, so
+        that the choice weighs the laws' own sizes, not those of the trees they came in."""
+        fitted = [f for group in structures
+                  for f in pareto_front(self._fitted(expr, start, schedule, data, val)
+                                        for expr, start, schedule in group)]
+        fitted = self._without_wild(fitted, data, val)
+        assert self.lab.noise is not None  # measured with the first trials
+        noise = self.lab.noise.std(val.y[0])
+        return pareto_front(self._pruned_law(f, data, val, noise) for f in fitted)
+
     def _without_wild(self, fitted: list[Fitted], data: Trials, val: Trials) -> list[Fitted]:
         """``fitted``, fitted anew for as long as the most accurate of them shows wild readings
         of the final fit's or validation data, read again and replaced (:meth:`Lab.second_readings`;
@@ -1524,32 +1564,19 @@ class Run:
                                 lab.noise, np.isfinite(errors), cfg.precision, min(cap, lab.room()),
                                 self.rng)
 
-    def _structures(self) -> list[list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]]]:
-        """The structures to refit at the end, with their starting constants and schedules, one
-        list per start (one without restarts): the hall of fame's front (the best fit of each
-        size, kept if it beats every smaller one; the ``hall_of_fame`` most accurate if it is
-        longer), or, if the run stopped before any variable was free of control, its best
-        individuals.
-
-        The constants FreezeEquation fixed are fitted again, now on data with no variable held,
-        from their frozen values; trees that differ only in those values are one structure, and
-        every node is open to the final cleaning."""
-        limit = self.config.hall_of_fame
+    def _structures(self) -> list[list[_Structure]]:
+        """The structures to refit at the end, one list per start (one without restarts): each
+        start's :meth:`_hall_front`, or, if the run stopped before any variable was free of
+        control, its best individuals. A tree two starts share is refitted once."""
         halls = [hall for hall in self.past_halls + [self.hall] if hall]
-        pools = ([front_of(hall.values(), lambda ind: (len(ind.expr), ind.fitness))[-limit:] for hall in halls]
-                 or [_rank(self.current)[:limit]])
+        pools = [self._hall_front(hall) for hall in halls] or [_rank(self.current)[: self.config.hall_of_fame]]
         seen: set[tuple[str, ...]] = set()
-        groups = []
-        for pool in pools:
-            out: list[tuple[Expr, np.ndarray | None, tuple[frozenset[int], ...]]] = []
-            for ind in pool:
-                start = _median_start(ind.fit.constants)
-                tokens, values = reopened(ind.expr.tokens, np.ones(ind.expr.n_consts) if start is None else start)
-                if tokens not in seen:
-                    seen.add(tokens)
-                    out.append((Expr(tokens), np.array(values) if values else None, ind.schedule))
-            groups.append(out)
-        return groups
+        return [_as_structures(pool, seen) for pool in pools]
+
+    def _hall_front(self, hall: dict[int, Individual]) -> list[Individual]:
+        """The best fit of each size, kept if it beats every smaller one (the ``hall_of_fame``
+        most accurate if there are more)."""
+        return front_of(hall.values(), lambda ind: (len(ind.expr), ind.fitness))[-self.config.hall_of_fame:]
 
     def _fitted(
         self, expr: Expr, start: np.ndarray | None, schedule: tuple[frozenset[int], ...], data: Trials, val: Trials

@@ -12,9 +12,11 @@
   sub-expression (kept to those the data need), and as each one alone (frozen with one variable
   held, also each open constant at once as the piece its fitted values over the trials fit
   best) (:meth:`rcvgp.search.engine.Run.expansions`), then evolves.
-  With ``restarts`` (0 by default), if no fit with no variable held reaches the noise floor,
-  the rounds run again from new random trees (:meth:`rcvgp.search.engine.Run.restart`), each
-  start's hall of fame kept: whether GP finds a structure depends on its random start.
+  With ``restarts`` (2 by default), if no fit with no variable held reaches the noise floor,
+  in the search or once the start's front is refitted and pruned as the end will
+  (:meth:`rcvgp.search.engine.Run.worth_restarting`), the rounds run again from new random trees
+  (:meth:`rcvgp.search.engine.Run.restart`), each start's hall of fame kept: whether GP finds
+  a structure depends on its random start.
 - ``cvgp``: the fixed schedule ({x1..xn-1}, {x2..xn-1}, ..., {}).
 - ``cvgp-all``: every schedule, as a tree that shares common prefixes; data are measured once
   per controlled set and shared by every branch that holds that set.
@@ -143,7 +145,7 @@ def racing_cvgp(run: Run) -> None:
     everything = frozenset(range(run.n_vars))
     pools = [everything - {i} for i in range(run.n_vars)]
     _schedule_rounds(run, pools, _raced_frees)
-    while run.restarts < run.config.restarts and not run.reached_floor():
+    while run.restarts < run.config.restarts and run.worth_restarting():
         run.restart()
         _schedule_rounds(run, pools, _raced_frees)
 
