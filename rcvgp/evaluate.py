@@ -150,7 +150,11 @@ def _program(tokens: tuple[str, ...], wrt: tuple[int, ...]) -> Program:
         if head == "c":
             return _Node(f"C[{n[1]}]", n[1] in want, const=n[1])  # type: ignore[arg-type]
         if head == "k":
-            return _Node(f"({float(n[1])!r})", False)  # type: ignore[arg-type]
+            # A numpy scalar, not a Python float: 1.0 / (2.0 - 2.0) between two Python floats
+            # raises ZeroDivisionError, where numpy gives inf under the silenced errstate.
+            k = f"K{next(counter)}"
+            names[k] = np.float64(n[1])
+            return _Node(k, False)
         op: Operator = head  # type: ignore[assignment]
         names[f"F_{op.name}"] = op.fn
         names[f"G_{op.name}"] = op.grad
@@ -200,8 +204,8 @@ def _program(tokens: tuple[str, ...], wrt: tuple[int, ...]) -> Program:
 #: The partial derivatives of the operators that only add and negate, w.r.t. each argument.
 _SIGNS = {"add": ["1", "1"], "sub": ["1", "-1"], "neg": ["-1"]}
 
-#: A name, a constant's column, a literal in parentheses or +-1: used as is, never assigned.
-_ATOM = re.compile(r"[A-Za-z_]\w*|C\[\d+\]|\([^()]*\)|-?1")
+#: A name, a constant's column or +-1: used as is, never assigned.
+_ATOM = re.compile(r"[A-Za-z_]\w*|C\[\d+\]|-?1")
 
 
 def _times(a: str, b: str) -> str:

@@ -17,7 +17,16 @@ import sympy
 from rcvgp.oracle import Variable, sample_variable
 from rcvgp.timelimit import TimeUp, call_with_time_limit
 
-__all__ = ["regression_metrics", "is_exact", "domain_symbol", "round_floats", "scaled_moments"]
+__all__ = ["regression_metrics", "is_exact", "domain_symbol", "round_floats", "scaled_moments", "real_values"]
+
+
+def real_values(values: Any, n: int) -> np.ndarray:
+    """A lambdified sympy law's output as ``n`` floats: NaN where it is complex, as sympy can
+    make it by writing I into a law, unless the imaginary part cancels to rounding."""
+    out = np.asarray(values)
+    if np.iscomplexobj(out):
+        out = np.where(np.abs(out.imag) <= 1e-12 * np.abs(out.real), out.real, np.nan)
+    return np.broadcast_to(out.astype(float, copy=False), (n,))
 
 
 def scaled_moments(y: np.ndarray, mask: np.ndarray,
@@ -214,8 +223,8 @@ def _numerically_unlike(
     X = _points(symbols, domains)
     try:
         with np.errstate(all="ignore"):
-            fv = np.broadcast_to(np.asarray(sympy.lambdify(symbols, f, "numpy")(*X.T), dtype=float), (64,))
-            tv = np.broadcast_to(np.asarray(sympy.lambdify(symbols, t, "numpy")(*X.T), dtype=float), (64,))
+            fv = real_values(sympy.lambdify(symbols, f, "numpy")(*X.T), 64)
+            tv = real_values(sympy.lambdify(symbols, t, "numpy")(*X.T), 64)
     except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError, NotImplementedError):
         return False
     ok = np.isfinite(fv) & np.isfinite(tv) & (tv != 0)

@@ -475,6 +475,11 @@ def test_predict_gives_nan_for_what_cannot_be_evaluated() -> None:
     assert np.isnan(predict(sympy.Function("f")(x0), [x0, x1], X)).all()
     # a constant snapped to 0 under a division (feynman/I.18.4, once): x0 * 1/0
     assert np.isnan(predict(x0 * sympy.Float(1.5) / sympy.Integer(0), [x0, x1], X)).all()
+    # sympy can write I into a law: its value is real only where the imaginary part cancels
+    law = x0 + sympy.I * (x0 - x1)
+    assert np.isnan(predict(law, [x0, x1], X)).all()
+    same = X[:, [0, 0]]
+    assert predict(law, [x0, x1], same).tolist() == X[:, 0].tolist()
 
 
 def test_expanded_gives_each_term_one_coefficient_to_snap() -> None:

@@ -159,6 +159,15 @@ def test_domain_errors_stay_non_finite(tokens: tuple[str, ...], x: float) -> Non
     assert np.isfinite(out[1])
 
 
+def test_a_zero_division_between_literals_is_non_finite_not_an_exception() -> None:
+    # Found by livermore2/Vars6-14: Python floats raised ZeroDivisionError mid-search.
+    X = np.array([[1.0], [2.0]])
+    tokens = ("add", "x0", "div", "1", "sub", "2", "2")
+    assert np.all(np.isinf(evaluate(tokens, X)))
+    value, (grad,) = evaluate_with_grad(("mul", "c", *tokens), X, np.array([3.0]), [0])
+    assert np.all(np.isinf(value)) and np.all(np.isinf(grad))
+
+
 def test_log_of_negative_data_gets_infinite_fitness() -> None:
     rng = np.random.default_rng(0)
     X = rng.uniform(-2.0, 2.0, size=(2, 50, 1))

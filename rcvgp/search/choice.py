@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import numpy as np
 import sympy
 
-from rcvgp.metrics import scaled_moments
+from rcvgp.metrics import real_values, scaled_moments
 from rcvgp.noisefloor import not_worse
 from rcvgp.search.base import SELECTIONS
 from rcvgp.tree import Expr
@@ -283,7 +283,7 @@ def refitted(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], constants: dict[
     def residuals(q: np.ndarray) -> np.ndarray:
         p[at] = q
         with np.errstate(all="ignore"):
-            r = (np.broadcast_to(np.asarray(fn(*X.T, *p), dtype=float), y.shape) - y) / sd
+            r = (real_values(fn(*X.T, *p), len(y)) - y) / sd
         return np.where(np.isfinite(r), r, 1e100)  # a step into a pole or a branch cut: far off, not an error
 
     start = p[at].copy()
@@ -322,8 +322,8 @@ def constant_errors(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.nda
         return tuple((v, math.inf) for v in values)
     try:
         with np.errstate(all="ignore"):
-            columns = [np.broadcast_to(np.asarray(sympy.lambdify([*symbols, *names], body.diff(c), "numpy")(
-                *X[ok].T, *values), dtype=float), (int(ok.sum()),)) for c in names]
+            columns = [real_values(sympy.lambdify([*symbols, *names], body.diff(c), "numpy")(*X[ok].T, *values),
+                                   int(ok.sum())) for c in names]
         errors = gauss_newton_errors(np.column_stack(columns), noise_std[ok], np.array(values))
     except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError, NotImplementedError,
             np.linalg.LinAlgError):  # NotImplementedError: a function numpy has no name for
@@ -723,8 +723,7 @@ def predict(expr: sympy.Expr, symbols: Sequence[sympy.Symbol], X: np.ndarray) ->
     try:
         with np.errstate(all="ignore"):
             fn = sympy.lambdify(list(symbols), expr, "numpy")
-            out = np.asarray(fn(*X.T), dtype=float)
-        return np.array(np.broadcast_to(out, X.shape[:1]))
+            return np.array(real_values(fn(*X.T), X.shape[0]))
     except (TypeError, ValueError, NameError, ZeroDivisionError, OverflowError, AttributeError, NotImplementedError):
         return np.full(X.shape[0], np.nan)
 
