@@ -346,6 +346,23 @@ def test_bench_command_rescale_flag_reaches_the_records(tmp_path: Path, capsys: 
                                     settings={"population": 20, "generations": 2}), out) != []
 
 
+def test_bench_command_restarts_flag_reaches_the_search(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "once"
+    # Two generations of ten trees do not reach I.8.14's floor: the default would restart twice.
+    settings = {"population": 10, "generations": 2, "batch": 32}
+    flags = [f"--{name}={value}" for name, value in settings.items()]
+    argv = ["bench", "--ids", "feynman/I.8.14", "--methods", "racing", *flags, "--out", str(out), "--quiet"]
+    assert main([*argv, "--restarts", "1"]) == ExitCode.OK
+    [r] = read_records(out / RUNS_NAME)
+    assert r["settings"]["restarts"] == 1 and r["restarts"] == 1
+    # Without the flag the run is another one (the default restarts), not the one just finished.
+    assert pending_tasks(make_tasks(["feynman/I.8.14"], ["racing"], [0], settings=settings), out) != []
+    with pytest.raises(SystemExit) as refused:  # argparse's own refusal
+        main([*argv, "--restarts=-1"])
+    assert refused.value.code == ExitCode.USAGE
+    assert "--restarts: expected an integer >= 0" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--groups", "sincos-3-2-3"], "unknown group 'sincos-3-2-3'; closest: sincos-3-2-2"),
     (["--ids", "sincos-3-2-2/1", "--methods", "racng"], "did you mean `racing`"),

@@ -90,6 +90,9 @@ def register(subparsers: Any) -> None:
                    help="generations in total, split over the rounds (default: 100)")
     p.add_argument("--batch", metavar="N", type=int_at_least(1),
                    help="points per control-variable trial (default: 256)")
+    p.add_argument("--restarts", metavar="N", type=int_at_least(0),
+                   help="times Racing-CVGP may start again from new random trees while no fit reaches the "
+                   f"noise floor (default: {SearchConfig().restarts})")
     p.add_argument("--optimizer", metavar="NAME", choices=OPTIMIZERS,
                    help=f"constant optimiser, one of {', '.join(OPTIMIZERS)} (default: {SearchConfig().optimizer})")
     p.add_argument("--out", metavar="DIR", default="bench-results",
@@ -115,7 +118,7 @@ def run_bench(args: argparse.Namespace) -> int:
     if not args.groups and not args.ids:
         raise ConfigError(f"give --groups or --ids (groups: {', '.join(list_groups())}, or `all`)")
     workers = workers_flag(args.workers) or 1
-    settings = {name: getattr(args, name) for name in ("population", "generations", "batch", "optimizer")
+    settings = {name: getattr(args, name) for name in ("population", "generations", "batch", "restarts", "optimizer")
                 if getattr(args, name) is not None}
     tasks = make_tasks(select_benchmarks(args.groups or (), args.ids or ()), args.methods, range(args.seeds),
                        time_cap=args.time_cap, noise=args.noise, settings=settings, rescale=args.rescale,
