@@ -63,7 +63,7 @@ class SearchConfig:
     n_validation: int = 256
     n_test: int = 256
     refit_points: int = 1024  # more points for the final refit when readings are noisy (as the budget allows)
-    precision: float = 1e-3  # noisy readings: the law's constants are measured to this relative standard error,
+    precision: float = 1e-4  # noisy readings: the law's constants are measured to this relative standard error,
     precision_points: int = 32768  # with at most this many more points (as the budget allows)
     noise_std: float | None = None  # std of a reading in y's units; None: estimate from replicates
     selection: str = "parsimonious"  # or "accuracy": how the law is chosen from the front
