@@ -1292,6 +1292,13 @@ class Run:
         # Terms too small for a round's readings to show may show in these, or in the many more
         # that measure the law's constants; a law that gains some has theirs measured too.
         added, spent = 0, 0
+
+        def refitted_on(data: Trials) -> list[Fitted]:
+            """The front with the law and the most accurate fit (what its cleaning is judged
+            against) fitted again on ``data``."""
+            return [self._fitted(f.expr, f.constants, f.schedule, data, val) if i in (index, most_accurate)
+                    else f for i, f in enumerate(front)]
+
         if chosen.expr.variables and not lab.noise.zero:
             if (grown := self._with_terms(chosen, fit_data, val, _TERMS)) is not chosen:
                 added += len(grown.constants) - len(chosen.constants)  # its terms (and an offset kept with them)
@@ -1304,8 +1311,7 @@ class Run:
 
                 def fitted_on(data: Trials) -> list[Fitted]:
                     lab.second_readings(data, evaluate(chosen.expr.tokens, data.X, chosen.constants))
-                    return [self._fitted(f.expr, f.constants, f.schedule, data, val) if i in (index, most_accurate)
-                            else f for i, f in enumerate(front)]
+                    return refitted_on(data)
 
                 drawn = lab.with_more_points(fit_data, len(more.drawn), more.drawn)
                 fit_data = lab.with_more_points(drawn, len(more.designed), more.designed)
@@ -1329,8 +1335,7 @@ class Run:
             fit_data = lab.reweighted(fit_data, evaluate(chosen.expr.tokens, fit_data.X, chosen.constants))
             val = lab.reweighted(val, chosen.prediction[None])
             noise = val.noise_std[0]
-            front = [self._fitted(f.expr, f.constants, f.schedule, fit_data, val) if i in (index, most_accurate)
-                     else f for i, f in enumerate(front)]
+            front = refitted_on(fit_data)
         if is_law and not lab.noise.zero:
             front[index] = self._with_offset(front[index], fit_data, val)
         law = front[index]
