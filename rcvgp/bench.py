@@ -64,6 +64,7 @@ __all__ = [
     "run_task",
     "judge_exact",
     "judge_form",
+    "judge_within_noise",
     "run_benchmark",
     "pending_tasks",
     "read_records",
@@ -82,15 +83,15 @@ SUMMARY_CSV_NAME = "summary.csv"
 
 #: The fields of a run record, in the order of ``runs.csv``.
 RECORD_FIELDS = (
-    "id", "group", "method", "seed", "nmse_test", "nmse_floor", "nmse_truth", "exact", "form", "fits_noise", "points",
+    "id", "group", "method", "seed", "nmse_test", "nmse_floor", "nmse_truth", "exact", "form", "within_noise", "fits_noise", "points",
     "requests", "points_failed",
-    "wall_seconds", "cpu_seconds", "stopped", "timed_out", "restarts", "expression", "schedule", "noise", "rescale",
+    "wall_seconds", "cpu_seconds", "stopped", "timed_out", "restarts", "expression", "constants", "schedule", "noise", "rescale",
     "time_cap", "settings", "workers",
 )  # fmt: skip
 
 #: The fields of a summary row, in the order of ``summary.csv``.
 SUMMARY_FIELDS = (
-    "group", "method", "n", "nmse_median", "nmse_q75", "floor_median", "excess_median", "exact_rate", "n_exact", "n_form", "wall_median",
+    "group", "method", "n", "nmse_median", "nmse_q75", "floor_median", "excess_median", "exact_rate", "n_exact", "n_form", "n_within", "wall_median",
     "cpu_median", "points_median", "timed_out", "errors", "paper_median", "paper_q75",
 )  # fmt: skip
 
@@ -298,7 +299,9 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         unlike wall time, it does not grow when runs share cores, so it compares runs made under
         different loads),
         ``stopped`` (``completed``, ``budget``, ``time`` or ``interrupted``), ``timed_out``,
-        ``expression``, ``form`` (:func:`judge_form`), ``schedule`` (the chosen expression's
+        ``expression``, ``constants`` (its measured numbers as ``[value, standard error]``, the
+        error ``None`` for a number the readings do not pin; ``None`` without noise), ``form``
+        (:func:`judge_form`), ``within_noise`` (:func:`judge_within_noise`), ``schedule`` (the chosen expression's
         held variables round by round; a run stopped early ends without ``[]``), ``noise``, ``rescale`` (the
         powers of ten of a rescaled run, by variable name and ``y``; ``None`` otherwise),
         ``time_cap``, ``settings`` and ``workers``.
@@ -325,6 +328,7 @@ def run_task(task: BenchTask) -> dict[str, Any]:
             cpu_seconds += _children_cpu() - children_start
     exact = judge_exact(result.best.sympy_expr, bench.id, rescale=powers)
     form = exact or judge_form(result.best.sympy_expr, bench.id, rescale=powers)
+    within = exact or (form and judge_within_noise(result.best.sympy_expr, result.constants, bench.id, rescale=powers))
     nmse = float(result.test_metrics["nmse"])
     truth = _truth_nmse(oracle, result)
     return {
@@ -337,6 +341,7 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         "nmse_truth": truth,
         "exact": exact,
         "form": form,
+        "within_noise": within,
         "fits_noise": result.fits_noise,
         "points": int(result.points_measured),
         "requests": int(result.requests),
@@ -347,6 +352,8 @@ def run_task(task: BenchTask) -> dict[str, Any]:
         "timed_out": result.stopped == "time",
         "restarts": result.restarts,
         "expression": result.best.expression,
+        "constants": None if result.constants is None else [
+            [v, e if math.isfinite(e) else None] for v, e in result.constants],
         "schedule": [list(held) for held in result.best.schedule],
         "noise": task.noise,
         "rescale": powers,
@@ -389,6 +396,56 @@ def judge_form(found: Any, bench_id: str, rescale: Mapping[str, int] | None = No
     and SRBench's check compares them to three digits: this says whether the law is right but
     for them. False when the form cannot be written in the operator table (e.g. ``Abs``).
     """
+    from rcvgp.tree import to_sympy
+
+    # Up to a constant offset and factor, as judge_exact: a*form + b, from a = 1 and b = 0.
+    refitted = _refitted_form(found, bench_id, rescale, offset_and_factor=True)
+    if refitted is None:
+        return False
+    tokens, _, truths, names = refitted
+    return judge_exact(to_sympy(tokens, truths, names), bench_id, rescale)
+
+
+def judge_within_noise(found: Any, constants: Sequence[Sequence[float | None]] | None, bench_id: str,
+                       rescale: Mapping[str, int] | None = None) -> bool:
+    """Whether ``found`` is the catalog equation ``bench_id`` to the precision of its readings:
+    it has the truth's form (as written, no offset or factor added), and each of its numbers is
+    the one the truth gives it, a measured one within :data:`~rcvgp.noisefloor.Z` of its
+    standard errors (the chance shared among them), a snapped one (an exact number: a claim)
+    to rounding. ``constants`` are the run's measured numbers with their standard errors, as
+    ``SearchResult.constants`` pairs them. SRBench's check compares constants to three digits,
+    which readings at 1% noise often cannot give (0.5117 +/- 0.0002 for 0.5114); this says
+    whether the law is as right as they could make it. An exact recovery (:func:`judge_exact`,
+    which allows the offset and factor) is within noise; without noise (``constants`` None)
+    nothing else is.
+    """
+    from rcvgp.noisefloor import chance_rise
+
+    refitted = None if constants is None else _refitted_form(found, bench_id, rescale, offset_and_factor=False)
+    if refitted is None:
+        return judge_exact(found, bench_id, rescale)
+    _, values, truths, _ = refitted
+
+    def error(value: float) -> float | None:
+        """The standard error of the measured number ``value`` (matched to the six digits a
+        record's expression keeps, up to the sign the tree may take out); None for an exact number."""
+        return next((math.inf if e is None else float(e) for v, e in constants
+                     if abs(abs(float(v)) - abs(value)) <= 1e-5 * abs(value)), None)
+
+    errors = [error(v) for v in values]
+    allowed = chance_rise(1, max(1, sum(e is not None for e in errors)))
+    right = all(abs(value - truth) <= 1e-6 * max(1.0, abs(truth)) if e is None
+                else not math.isfinite(e) or ((value - truth) / e) ** 2 <= allowed
+                for value, truth, e in zip(values, truths, errors))
+    return right or judge_exact(found, bench_id, rescale)
+
+
+def _refitted_form(found: Any, bench_id: str, rescale: Mapping[str, int] | None, offset_and_factor: bool
+                   ) -> tuple[tuple[str, ...], list[float], Any, list[str]] | None:
+    """``found`` as a tree (with an offset and a factor around it, the first and last constants,
+    if asked), its numbers, and those fitted anew to noise-free readings of the truth from them,
+    and the variables' names; None when the form cannot be written in the operator table or
+    does not fit those readings exactly."""
     import numpy as np
     import sympy
 
@@ -397,10 +454,10 @@ def judge_form(found: Any, bench_id: str, rescale: Mapping[str, int] | None = No
     from rcvgp.errors import ExpressionError
     from rcvgp.oracle import design_points
     from rcvgp.simulate import SimulatedOracle
-    from rcvgp.tree import from_sympy, to_sympy
+    from rcvgp.tree import from_sympy
 
     if found is None:
-        return False
+        return None
     oracle = SimulatedOracle.from_benchmark(get_benchmark(bench_id), rescale=_factors(rescale))
     spec = oracle.describe()
     names = [v.name for v in spec.variables]
@@ -408,16 +465,17 @@ def judge_form(found: Any, bench_id: str, rescale: Mapping[str, int] | None = No
         expr = sympy.sympify(str(found), locals={n: sympy.Symbol(n) for n in names})
         tree, values = from_sympy(expr, names)
     except (ExpressionError, sympy.SympifyError, TypeError, ValueError):
-        return False
-    # Up to a constant offset and factor, as judge_exact: a*form + b, from a = 1 and b = 0.
-    tokens = ("add", "mul", "c") + tree.tokens + ("c",)
+        return None
+    tokens, start = tree.tokens, [*values]
+    if offset_and_factor:
+        tokens, start = ("add", "mul", "c") + tokens + ("c",), [1.0, *values, 0.0]
     X = design_points(spec, 1024, np.random.default_rng(0))
     with oracle:
         y = oracle.measure(X)
-    fit = fit_constants(tokens, Trials(X[None], y[None]), init=np.array([1.0, *values, 0.0]), maxiter=500)
+    fit = fit_constants(tokens, Trials(X[None], y[None]), init=np.array(start), maxiter=500)
     if not np.all(fit.losses < 1e-20):
-        return False
-    return judge_exact(to_sympy(tokens, fit.constants[0], names), bench_id, rescale)
+        return None
+    return tokens, [float(v) for v in values], fit.constants[0], names
 
 
 def run_benchmark(
@@ -579,6 +637,7 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         nmse = [math.inf if r.get("nmse_test") is None else float(r["nmse_test"]) for r in ok]
         n_exact = sum(bool(r.get("exact")) for r in ok)
         forms = [bool(r["form"]) for r in ok if r.get("form") is not None]
+        withins = [bool(r["within_noise"]) for r in ok if r.get("within_noise") is not None]
         paper = PAPER_RACING_NMSE.get(group, (None, None))
         rows.append({
             "group": group,
@@ -591,6 +650,7 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "exact_rate": n_exact / len(ok) if ok else None,
             "n_exact": n_exact,
             "n_form": sum(forms) if forms else None,
+            "n_within": sum(withins) if withins else None,
             "wall_median": _quantile([float(r["wall_seconds"]) for r in ok], 0.5),
             "cpu_median": _quantile([float(r["cpu_seconds"]) for r in ok if r.get("cpu_seconds") is not None],
                                     0.5),
@@ -632,6 +692,7 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
         ("/ TRUTH", lambda r: "-" if r.get("excess_median") is None else f"{r['excess_median']:.2f}x", True, noisy),
         ("EXACT", lambda r: rate(r, "n_exact"), False, True),
         ("FORM", lambda r: rate(r, "n_form"), False, noisy),
+        ("WITHIN NOISE", lambda r: rate(r, "n_within"), False, noisy),
         ("WALL MEDIAN", lambda r: _seconds(r.get("wall_median")), True, True),
         ("CPU MEDIAN", lambda r: _seconds(r.get("cpu_median")), True, True),
         ("POINTS MEDIAN", lambda r: "-" if r.get("points_median") is None else f"{r['points_median']:,.0f}", True, True),

@@ -23,6 +23,7 @@ from rcvgp.bench import (
     format_table,
     judge_exact,
     judge_form,
+    judge_within_noise,
     make_tasks,
     pending_tasks,
     read_records,
@@ -62,6 +63,32 @@ def test_judge_form_says_whether_the_law_is_right_but_for_its_constants() -> Non
     assert not judge_form("Abs(x0) - x1*x2 - x1 - 3*x3", "livermore2/Vars4-1")  # not in the operator table
     assert judge_form("x0 - x1*x2 - x1 - 3*x3", "livermore2/Vars4-1")  # an exact law has its form
     assert not judge_form(None, "livermore2/Vars4-1")
+
+
+def test_judge_within_noise_says_whether_the_law_is_as_right_as_its_readings() -> None:
+    """sincos-3-2-2/2 found at 1% noise, with the standard errors its run reported: its 0.5117
+    is not 0.5114 to three digits, but it is to its error; ten times as precise, it would not be."""
+    found = "-0.831016*x0 - 0.795009*x1 + (0.927261*x0 + 0.511707*cos(x2))*cos(x1) - 0.843789"
+    errors = [[-0.8437893, 0.00023954], [-0.7950091, 7.1276e-05], [-0.8310155, 6.67e-05], [0.9272611, 6.359e-05],
+              [0.5117072, 0.00022689]]
+    assert not judge_exact(found, "sincos-3-2-2/2") and judge_within_noise(found, errors, "sincos-3-2-2/2")
+    assert not judge_within_noise(found, [[v, e / 10] for v, e in errors], "sincos-3-2-2/2")
+    assert judge_within_noise(found, [[v, None] for v, e in errors], "sincos-3-2-2/2")  # not pinned: no claim
+    # livermore2/Vars4-16 (its offset 1.81 may be anything, as SRBench allows): 2.3526 is its
+    # 2.34 to +/- 0.01, not to +/- 0.001; a snapped number is a claim, and 7/3 is not 2.34.
+    law = "-x0**2*sqrt(x1) - x2*x3 + exp(x1) + 1.77163 - {}*x3/x0"
+    offset = [[1.7716293, 0.11456]]
+    assert not judge_exact(law.format("2.3526"), "livermore2/Vars4-16")
+    assert judge_within_noise(law.format("2.3526"), offset + [[2.3526, 0.01]], "livermore2/Vars4-16")
+    assert not judge_within_noise(law.format("2.3526"), offset + [[2.3526, 0.001]], "livermore2/Vars4-16")
+    assert not judge_within_noise(law.format("7/3"), offset, "livermore2/Vars4-16")
+    # An exact recovery is within noise (SRBench's factor too); without noise nothing else is.
+    assert judge_within_noise("2*x0 - 2*x1*x2 - 2*x1 - 6*x3", [], "livermore2/Vars4-1")
+    assert not judge_within_noise("x0 - x1*x2 - x1 - 2.99*x3", None, "livermore2/Vars4-1")
+    assert judge_within_noise("x0 - x1*x2 - x1 - 3*x3", [], "livermore2/Vars4-1")
+    assert judge_within_noise("x0 - x1*x2 - x1 - 3*x3", None, "livermore2/Vars4-1")
+    assert not judge_within_noise("x0 - x1*x2 - 3*x3", [], "livermore2/Vars4-1")
+    assert not judge_within_noise(None, None, "livermore2/Vars4-1")
 
 
 def test_judge_exact_uses_the_declared_domains() -> None:
@@ -134,8 +161,12 @@ def test_the_noise_floor_is_summarised_and_shown_only_with_noise() -> None:
     assert rows[0]["floor_median"] == 0.02
     assert rows[0]["excess_median"] == pytest.approx(2.0)  # of 1, 2 and 5 times the truth's NMSE
     header, row = format_table(rows).splitlines()
-    assert re.search(r"NMSE 75% +NMSE FLOOR +/ TRUTH +EXACT", header)
+    assert re.search(r"NMSE 75% +NMSE FLOOR +/ TRUTH +EXACT +FORM +WITHIN NOISE", header)
     assert re.search(r" 0\.1 +0\.1 +0\.02 +2\.00x +0/3 ", row)
+    for r, form, within in zip(noisy, (True, True, False), (True, False, False)):
+        r["form"], r["within_noise"] = form, within
+    assert (summarize(noisy)[0]["n_form"], summarize(noisy)[0]["n_within"]) == (2, 1)
+    assert re.search(r" 0/3 \(0%\) +2/3 \(67%\) +1/3 \(33%\) ", format_table(summarize(noisy)))
     failed = noisy + [record("livermore2-n4", "racing", None, False, 2.0, 10, floor=0.01, truth=0.01)] * 4
     assert summarize(failed)[0]["excess_median"] is None  # most runs not finite: no finite median
     old = record("livermore2-n4", "racing", 0.1, False, 2.0, 10)
