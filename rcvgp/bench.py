@@ -402,8 +402,8 @@ def judge_form(found: Any, bench_id: str, rescale: Mapping[str, int] | None = No
     refitted = _refitted_form(found, bench_id, rescale, offset_and_factor=True)
     if refitted is None:
         return False
-    tokens, _, truths, names = refitted
-    return judge_exact(to_sympy(tokens, truths, names), bench_id, rescale)
+    tokens, constants, _, _, names = refitted
+    return judge_exact(to_sympy(tokens, constants, names), bench_id, rescale)
 
 
 def judge_within_noise(found: Any, constants: Sequence[Sequence[float | None]] | None, bench_id: str,
@@ -421,10 +421,8 @@ def judge_within_noise(found: Any, constants: Sequence[Sequence[float | None]] |
     """
     from rcvgp.noisefloor import chance_rise
 
-    refitted = None if constants is None else _refitted_form(found, bench_id, rescale, offset_and_factor=False)
-    if refitted is None:
+    if constants is None:
         return judge_exact(found, bench_id, rescale)
-    _, values, truths, _ = refitted
 
     def error(value: float) -> float | None:
         """The standard error of the measured number ``value`` (matched to the six digits a
@@ -432,20 +430,28 @@ def judge_within_noise(found: Any, constants: Sequence[Sequence[float | None]] |
         return next((math.inf if e is None else float(e) for v, e in constants
                      if abs(abs(float(v)) - abs(value)) <= 1e-5 * abs(value)), None)
 
+    # The exact numbers stay as they are: a form that only fits the truth with them moved
+    # claims what is not so, and held, they take out the scale a quotient's numbers share.
+    refitted = _refitted_form(found, bench_id, rescale, offset_and_factor=False,
+                              measured=lambda v: error(v) is not None)
+    if refitted is None:
+        return judge_exact(found, bench_id, rescale)
+    _, _, values, truths, _ = refitted
     errors = [error(v) for v in values]
     allowed = chance_rise(1, max(1, sum(e is not None for e in errors)))
-    right = all(abs(value - truth) <= 1e-6 * max(1.0, abs(truth)) if e is None
-                else not math.isfinite(e) or ((value - truth) / e) ** 2 <= allowed
+    right = all(e is None or not math.isfinite(e) or ((value - truth) / e) ** 2 <= allowed
                 for value, truth, e in zip(values, truths, errors))
     return right or judge_exact(found, bench_id, rescale)
 
 
-def _refitted_form(found: Any, bench_id: str, rescale: Mapping[str, int] | None, offset_and_factor: bool
-                   ) -> tuple[tuple[str, ...], list[float], Any, list[str]] | None:
+def _refitted_form(found: Any, bench_id: str, rescale: Mapping[str, int] | None, offset_and_factor: bool,
+                   measured: Callable[[float], bool] | None = None
+                   ) -> tuple[tuple[str, ...], Any, list[float], list[float], list[str]] | None:
     """``found`` as a tree (with an offset and a factor around it, the first and last constants,
-    if asked), its numbers, and those fitted anew to noise-free readings of the truth from them,
-    and the variables' names; None when the form cannot be written in the operator table or
-    does not fit those readings exactly."""
+    if asked) whose constants are its numbers (only those ``measured`` says are, if given: the
+    others are literals), those constants fitted anew to noise-free readings of the truth, its
+    numbers and their values in that fit, and the variables' names; None when the form cannot
+    be written in the operator table or does not fit those readings exactly."""
     import numpy as np
     import sympy
 
@@ -466,16 +472,19 @@ def _refitted_form(found: Any, bench_id: str, rescale: Mapping[str, int] | None,
         tree, values = from_sympy(expr, names)
     except (ExpressionError, sympy.SympifyError, TypeError, ValueError):
         return None
-    tokens, start = tree.tokens, [*values]
+    free = [True if measured is None else measured(v) for v in values]
+    tokens, start = tree.fixed(values, free).tokens, [v for v, f in zip(values, free) if f]
     if offset_and_factor:
-        tokens, start = ("add", "mul", "c") + tokens + ("c",), [1.0, *values, 0.0]
+        tokens, start = ("add", "mul", "c") + tokens + ("c",), [1.0, *start, 0.0]
     X = design_points(spec, 1024, np.random.default_rng(0))
     with oracle:
         y = oracle.measure(X)
     fit = fit_constants(tokens, Trials(X[None], y[None]), init=np.array(start), maxiter=500)
     if not np.all(fit.losses < 1e-20):
         return None
-    return tokens, [float(v) for v in values], fit.constants[0], names
+    fitted = iter(fit.constants[0][1:-1] if offset_and_factor else fit.constants[0])
+    truths = [float(next(fitted)) if f else v for v, f in zip(values, free)]
+    return tokens, fit.constants[0], values, truths, names
 
 
 def run_benchmark(

@@ -82,6 +82,13 @@ def test_judge_within_noise_says_whether_the_law_is_as_right_as_its_readings() -
     assert judge_within_noise(law.format("2.3526"), offset + [[2.3526, 0.01]], "livermore2/Vars4-16")
     assert not judge_within_noise(law.format("2.3526"), offset + [[2.3526, 0.001]], "livermore2/Vars4-16")
     assert not judge_within_noise(law.format("7/3"), offset, "livermore2/Vars4-16")
+    # A quotient's numbers share a scale, which its exact numbers (the 1s) fix: livermore2/Vars4-20
+    # at 1% is 1/(2.0797 + 1.0107*x2*(x3 + 1)) for 1/(2.08 + x2*(x3 + 1)), within its errors.
+    quotient = "x0 + x1 + 6.2111 + 0.48083/(0.485984*x2*(x3 + 1) + 1)"
+    assert judge_within_noise(quotient, [[6.2111019, 0.00043059], [0.4808297, 0.00060657], [0.4859839, 0.0021903]],
+                              "livermore2/Vars4-20")
+    assert not judge_within_noise(quotient, [[6.2111019, 0.00043059], [0.4808297, 0.00060657], [0.4859839, 0.0005]],
+                                  "livermore2/Vars4-20")
     # An exact recovery is within noise (SRBench's factor too); without noise nothing else is.
     assert judge_within_noise("2*x0 - 2*x1*x2 - 2*x1 - 6*x3", [], "livermore2/Vars4-1")
     assert not judge_within_noise("x0 - x1*x2 - x1 - 2.99*x3", None, "livermore2/Vars4-1")
