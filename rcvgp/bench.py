@@ -399,7 +399,7 @@ def judge_form(found: Any, bench_id: str, rescale: Mapping[str, int] | None = No
     from rcvgp.tree import to_sympy
 
     # Up to a constant offset and factor, as judge_exact: a*form + b, from a = 1 and b = 0.
-    refitted = _refitted_form(found, bench_id, rescale, offset_and_factor=True)
+    refitted = _refitted_form(found, bench_id, rescale, offset=True, factor=True)
     if refitted is None:
         return False
     tokens, constants, _, _, names = refitted
@@ -409,8 +409,8 @@ def judge_form(found: Any, bench_id: str, rescale: Mapping[str, int] | None = No
 def judge_within_noise(found: Any, constants: Sequence[Sequence[float | None]] | None, bench_id: str,
                        rescale: Mapping[str, int] | None = None) -> bool:
     """Whether ``found`` is the catalog equation ``bench_id`` to the precision of its readings:
-    it has the truth's form (as written, no offset or factor added), and each of its numbers is
-    the one the truth gives it, a measured one within :data:`~rcvgp.noisefloor.Z` of its
+    it has the truth's form (up to an offset and a factor, as SRBench allows), and each of its
+    numbers is the one the truth gives it, a measured one within :data:`~rcvgp.noisefloor.Z` of its
     standard errors (the chance shared among them), a snapped one (an exact number: a claim)
     to rounding. ``constants`` are the run's measured numbers with their standard errors, as
     ``SearchResult.constants`` pairs them. SRBench's check compares constants to three digits,
@@ -432,8 +432,13 @@ def judge_within_noise(found: Any, constants: Sequence[Sequence[float | None]] |
 
     # The exact numbers stay as they are: a form that only fits the truth with them moved
     # claims what is not so, and held, they take out the scale a quotient's numbers share.
-    refitted = _refitted_form(found, bench_id, rescale, offset_and_factor=False,
-                              measured=lambda v: error(v) is not None)
+    # As written first: an offset or a factor the law does not need moves along with its own
+    # numbers, and where the fit leaves them on that line is arbitrary.
+    refitted = None
+    for offset, factor in ((False, False), (True, False), (True, True)):
+        refitted = _refitted_form(found, bench_id, rescale, offset, factor, measured=lambda v: error(v) is not None)
+        if refitted is not None:
+            break
     if refitted is None:
         return judge_exact(found, bench_id, rescale)
     _, _, values, truths, _ = refitted
@@ -444,11 +449,11 @@ def judge_within_noise(found: Any, constants: Sequence[Sequence[float | None]] |
     return right or judge_exact(found, bench_id, rescale)
 
 
-def _refitted_form(found: Any, bench_id: str, rescale: Mapping[str, int] | None, offset_and_factor: bool,
+def _refitted_form(found: Any, bench_id: str, rescale: Mapping[str, int] | None, offset: bool, factor: bool,
                    measured: Callable[[float], bool] | None = None
                    ) -> tuple[tuple[str, ...], Any, list[float], list[float], list[str]] | None:
-    """``found`` as a tree (with an offset and a factor around it, the first and last constants,
-    if asked) whose constants are its numbers (only those ``measured`` says are, if given: the
+    """``found`` as a tree (with a factor and an offset around it, if asked: the first and the last
+    constants) whose constants are its numbers (only those ``measured`` says are, if given: the
     others are literals), those constants fitted anew to noise-free readings of the truth, its
     numbers and their values in that fit, and the variables' names; None when the form cannot
     be written in the operator table or does not fit those readings exactly."""
@@ -474,15 +479,17 @@ def _refitted_form(found: Any, bench_id: str, rescale: Mapping[str, int] | None,
         return None
     free = [True if measured is None else measured(v) for v in values]
     tokens, start = tree.fixed(values, free).tokens, [v for v, f in zip(values, free) if f]
-    if offset_and_factor:
-        tokens, start = ("add", "mul", "c") + tokens + ("c",), [1.0, *start, 0.0]
+    if factor:
+        tokens, start = ("mul", "c") + tokens, [1.0, *start]
+    if offset:
+        tokens, start = ("add",) + tokens + ("c",), [*start, 0.0]
     X = design_points(spec, 1024, np.random.default_rng(0))
     with oracle:
         y = oracle.measure(X)
     fit = fit_constants(tokens, Trials(X[None], y[None]), init=np.array(start), maxiter=500)
     if not np.all(fit.losses < 1e-20):
         return None
-    fitted = iter(fit.constants[0][1:-1] if offset_and_factor else fit.constants[0])
+    fitted = iter(fit.constants[0][int(factor):len(start) - int(offset)])
     truths = [float(next(fitted)) if f else v for v, f in zip(values, free)]
     return tokens, fit.constants[0], values, truths, names
 

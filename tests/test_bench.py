@@ -95,6 +95,12 @@ def test_judge_within_noise_says_whether_the_law_is_as_right_as_its_readings() -
     assert judge_within_noise("x0 - x1*x2 - x1 - 3*x3", [], "livermore2/Vars4-1")
     assert judge_within_noise("x0 - x1*x2 - x1 - 3*x3", None, "livermore2/Vars4-1")
     assert not judge_within_noise("x0 - x1*x2 - 3*x3", [], "livermore2/Vars4-1")
+    # Up to an offset, as SRBench: sincos-3-2-2/4 at 10% without the truth's 0.0068 (and with
+    # 0.8 for 0.802, two of its standard errors); not with 0.8 nine of them away.
+    tenth = "-0.316364*x0*x2 - 0.640376*x1*x2 - 0.8*x1 + 0.4*cos(x0)"
+    pairs = [[-0.8, 0.00098216], [-0.6403755, 0.00028018], [-0.3163642, 0.00025440], [0.4, 0.0048382]]
+    assert judge_within_noise(tenth, pairs, "sincos-3-2-2/4")
+    assert not judge_within_noise(tenth, [[-0.8, 0.0002]] + pairs[1:], "sincos-3-2-2/4")
     assert not judge_within_noise(None, None, "livermore2/Vars4-1")
 
 
