@@ -328,7 +328,8 @@ def run_task(task: BenchTask) -> dict[str, Any]:
             cpu_seconds += _children_cpu() - children_start
     exact = judge_exact(result.best.sympy_expr, bench.id, rescale=powers)
     form = exact or judge_form(result.best.sympy_expr, bench.id, rescale=powers)
-    within = exact or (form and judge_within_noise(result.best.sympy_expr, result.constants, bench.id, rescale=powers))
+    within = exact or (form and judge_within_noise(result.best.sympy_expr, result.constants, bench.id, rescale=powers,
+                                                   exact=exact))
     nmse = float(result.test_metrics["nmse"])
     truth = _truth_nmse(oracle, result)
     return {
@@ -407,7 +408,7 @@ def judge_form(found: Any, bench_id: str, rescale: Mapping[str, int] | None = No
 
 
 def judge_within_noise(found: Any, constants: Sequence[Sequence[float | None]] | None, bench_id: str,
-                       rescale: Mapping[str, int] | None = None) -> bool:
+                       rescale: Mapping[str, int] | None = None, *, exact: bool | None = None) -> bool:
     """Whether ``found`` is the catalog equation ``bench_id`` to the precision of its readings:
     it has the truth's form (up to an offset and a factor, as SRBench allows), and each of its
     numbers is the one the truth gives it, a measured one within :data:`~rcvgp.noisefloor.Z` of its
@@ -417,12 +418,16 @@ def judge_within_noise(found: Any, constants: Sequence[Sequence[float | None]] |
     which readings at 1% noise often cannot give (0.5117 +/- 0.0002 for 0.5114); this says
     whether the law is as right as they could make it. An exact recovery (:func:`judge_exact`,
     which allows the offset and factor) is within noise; without noise (``constants`` None)
-    nothing else is.
+    nothing else is. ``exact``: its verdict, if the caller has it (the check runs sympy in a
+    child process: not twice).
     """
     from rcvgp.noisefloor import chance_rise
 
+    def is_exact() -> bool:
+        return judge_exact(found, bench_id, rescale) if exact is None else exact
+
     if constants is None:
-        return judge_exact(found, bench_id, rescale)
+        return is_exact()
 
     def error(value: float) -> float | None:
         """The standard error of the measured number ``value`` (matched to the six digits a
@@ -440,13 +445,13 @@ def judge_within_noise(found: Any, constants: Sequence[Sequence[float | None]] |
         if refitted is not None:
             break
     if refitted is None:
-        return judge_exact(found, bench_id, rescale)
+        return is_exact()
     _, _, values, truths, _ = refitted
     errors = [error(v) for v in values]
     allowed = chance_rise(1, max(1, sum(e is not None for e in errors)))
     right = all(e is None or not math.isfinite(e) or ((value - truth) / e) ** 2 <= allowed
                 for value, truth, e in zip(values, truths, errors))
-    return right or judge_exact(found, bench_id, rescale)
+    return right or is_exact()
 
 
 def _refitted_form(found: Any, bench_id: str, rescale: Mapping[str, int] | None, offset: bool, factor: bool,

@@ -38,7 +38,7 @@ def main() -> None:
             r["form"] = r["exact"] or judge_form(r["expression"], r["id"], rescale=r.get("rescale"))
             if "constants" in r:  # records written before it was kept are left as they are
                 r["within_noise"] = r["exact"] or (r["form"] and judge_within_noise(
-                    r["expression"], r["constants"], r["id"], rescale=r.get("rescale")))
+                    r["expression"], r["constants"], r["id"], rescale=r.get("rescale"), exact=r["exact"]))
     rows = summarize(records)
     print("```")
     print(format_table(rows))
