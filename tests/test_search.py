@@ -3,6 +3,7 @@ errors, shared trials, and exact recovery of two laws by Racing-CVGP."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 import dataclasses
@@ -884,6 +885,24 @@ def test_last_round_ends_once_its_best_fit_is_exact_and_settled() -> None:
     assert result.stopped == "completed"
     assert 3 <= len(reports) < 40
     assert result.test_metrics["nmse"] < 1e-20
+    assert is_exact(result.best.sympy_expr, "2*x0 + x1")
+
+
+def test_a_round_at_the_floor_ends_early_and_gives_the_next_round_its_generations() -> None:
+    """y = 2*x0 + x1 fits to the floor in round 1 (x1 held, then freed): that round stops once its
+    best fit has settled, and round 2 may run its own 20 generations and round 1's leftover."""
+    spec = OracleSpec((Variable("x0", 0.1, 10.0), Variable("x1", 0.1, 10.0)))
+    oracle = CallableOracle(lambda X: 2.0 * X[:, 0] + X[:, 1], spec)
+    config = SearchConfig(operators=("add", "mul"), population=20, generations=40, batch=32, n_trials=2)
+    reports: list[Progress] = []
+    result = run_search("racing", oracle, config, seed=0, progress=reports.append)
+
+    ran = Counter(p.round for p in reports if not p.message)
+    assert result.stopped == "completed" and set(ran) == {1, 2}
+    stops = [p.message for p in reports if p.message.startswith("at the noise floor")]
+    assert stops[0] == (f"at the noise floor: round 1 ends after {ran[1]} of 20 generations, "
+                        "the rest to the next round")
+    assert stops[1] == f"at the noise floor: round 2 ends after {ran[2]} of {40 - ran[1]} generations"
     assert is_exact(result.best.sympy_expr, "2*x0 + x1")
 
 

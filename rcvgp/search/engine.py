@@ -538,6 +538,9 @@ class Run:
         self.round = 0
         self.n_rounds = self.n_vars
         self.restarts = 0  # times the rounds started again (racing: :meth:`restart`)
+        #: generations the last :meth:`evolve` left unrun, its fits at the noise floor: the
+        #: methods give them to the next round
+        self.spare_generations = 0
         #: fits the constants, here or on ``executor`` (see :mod:`rcvgp.search.fitting`)
         self.fitter = Fitter(config.optimizer, config.fit_iterations, executor, config.workers)
         self._cache: dict[tuple[tuple[str, ...], int], FitResult] = {}
@@ -971,14 +974,13 @@ class Run:
         """(mu + lambda) GP: tournament parents, mating within a controlled set, mutation.
 
         Each generation makes ``population`` children, so a population that deduplication shrank
-        grows back, but for children that repeat a tree already in it. A round with no
-        variable held (the last) ends early once its best tree fits to the noise floor and has
-        not changed for a few generations: the law is found, there is nothing left for the data
-        to tell. Earlier rounds run in full: their whole population, not its best, seeds the next
-        round, and ending them early lost exact recoveries (sincos-3-2-2/1 and /3, seed 0)."""
+        grows back, but for children that repeat a tree already in it. A round ends early once
+        its best tree fits to the noise floor and has not changed for a few generations: what
+        its trials can tell is told. :attr:`spare_generations` says how many it left unrun."""
         cfg, rng = self.config, self.rng
         size = max(len(pop), cfg.population)
         steady = 0
+        self.spare_generations = 0
         score = _scores(pop)
         for gen in range(n_generations):
             if self.lab.revision != self._revision:  # readings were replaced since pop was fitted
@@ -1021,9 +1023,13 @@ class Run:
             self.report(gen + 1, pop)
             score = _scores(pop)
             best = _rank_key(pop[0], score[0])
-            found = not pop[0].controlled and best[0] == 0  # the last round, at the floor
-            steady = steady + 1 if found and best == best_before else 0
+            steady = steady + 1 if best[0] == 0 and best == best_before else 0
             if steady >= _FLOOR_PATIENCE:
+                self.spare_generations = n_generations - gen - 1
+                if self.spare_generations:
+                    later = ", the rest to the next round" if pop[0].controlled else ""
+                    self._tell(f"at the noise floor: round {self.round} ends after {gen + 1} of "
+                               f"{n_generations} generations{later}", round_=self.round)
                 break
         return pop
 

@@ -25,7 +25,8 @@
 The ``generations`` budget is split over the rounds: half to the last round, the only one with
 no variable held and the one that yields the answer; the rest evenly over the others (an even
 split lost to plain GP on sincos-4-4-6: benchmarks/history.md). A round ends early once its
-fits reach the noise floor (:meth:`rcvgp.search.engine.Run.evolve`). Wall time never steers a
+best fit has sat at the noise floor for a few generations (:meth:`rcvgp.search.engine.Run.evolve`),
+and the next round gets the generations it left. Wall time never steers a
 search: a time budget only stops it, and the result names the rounds that were not run.
 """
 
@@ -99,6 +100,7 @@ def _schedule_rounds(run: Run, pools: list[frozenset[int]],
         run.current = pop
         if r == run.n_rounds - 1:
             break
+        gens[r + 1] += run.spare_generations
         pop = [_moved(run.freeze(run.pruned(ind)), ind.controlled - {freed})
                for ind, freed in zip(pop, frees(run, pop))]
         r += 1
@@ -158,19 +160,20 @@ def cvgp_all(run: Run) -> None:
     cfg = run.config
     gens = _split(cfg.generations, run.n_rounds)
 
-    def branch(pop: list[Individual], depth: int) -> None:
+    def branch(pop: list[Individual], depth: int, spare: int) -> None:
         run.round = depth + 1
-        pop = _rank(run.evolve(run.next_round(pop), gens[depth]))[: cfg.population]
+        pop = _rank(run.evolve(run.next_round(pop), gens[depth] + spare))[: cfg.population]
         if depth == run.n_rounds - 1:
             return
+        spare = run.spare_generations
         frozen = [run.freeze(run.pruned(ind)) for ind in pop]  # the same for every branch
         for freed in sorted(pop[0].controlled):
             controlled = pop[0].controlled - {freed}
-            branch([_moved(ind, controlled) for ind in frozen], depth + 1)
+            branch([_moved(ind, controlled) for ind in frozen], depth + 1, spare)
 
     everything = frozenset(range(run.n_vars))
     for first in range(run.n_vars):
-        branch(run.initial_pool(everything - {first}, cfg.population), 0)
+        branch(run.initial_pool(everything - {first}, cfg.population), 0, 0)
 
 
 def gp(run: Run) -> None:
