@@ -284,6 +284,37 @@ def test_a_series_drops_what_two_constants_fitted_a_hair_apart_leave() -> None:
     assert sympy.simplify(shortened / (sympy.sin(a) ** 2 / a**2)) == pytest.approx(1.0, rel=1e-3)
 
 
+def test_a_series_is_judged_with_its_constants_fitted_again() -> None:
+    # 1.2*T + 30*sqrt(T) at 1% noise, fitted as A - B/(1 + u*T) + d*sqrt(T): the quotient's
+    # curvature, as small as the readings allow, has bent d and A - B away from the law, so the
+    # series as fitted is worse than the fit by more than noise; refitted, it is the law
+    from scipy.optimize import least_squares
+
+    from rcvgp.noisefloor import not_worse
+
+    T = sympy.Symbol("T", positive=True)
+    rng = np.random.default_rng(0)
+    temps = rng.uniform(200.0, 1000.0, (2000, 1))
+    t = temps[:, 0]
+    truth = 1.2 * t + 30 * np.sqrt(t)
+    sd = np.full(len(t), 0.01 * truth.std())
+    y = truth + sd * rng.standard_normal(len(t))
+    start = [4e4, 4e4, 3e-5, 30.0]
+    fit = least_squares(lambda p: (p[0] - p[1] / (1 + p[2] * t) + p[3] * np.sqrt(t) - y) / sd, start, x_scale=start)
+    A, B, u, d = (sympy.Float(v) for v in fit.x)
+    found = A - B / (1 + u * T) + d * sympy.sqrt(T)
+    reference = predict(found, [T], temps)
+
+    def accept(e: sympy.Expr) -> bool:
+        return not_worse(y, predict(e, [T], temps), reference, sd)
+
+    assert shortened_series(found, accept) == found
+    shortened = shortened_series(found, accept, refit=lambda e, at, free: refitted(e, [T], at, free, temps, y, sd))
+    assert set(sympy.Add.make_args(shortened)) == {shortened.coeff(T) * T, shortened.coeff(sympy.sqrt(T)) * sympy.sqrt(T)}
+    assert float(shortened.coeff(T)) == pytest.approx(1.2, rel=1e-2)
+    assert float(shortened.coeff(sympy.sqrt(T))) == pytest.approx(30.0, rel=1e-2)
+
+
 def test_a_constant_inside_an_absolute_value_has_a_standard_error() -> None:
     # a law a restart of feynman/I.8.14 chose at 1% held |x1 - x0 + c|: its slope in c went
     # through re(c), which numpy cannot print, and the run ended in a traceback, not a result

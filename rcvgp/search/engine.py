@@ -1364,12 +1364,16 @@ class Run:
             # (2.86 is not 3 because 3 fits nearly as well).
             return restrictions is None or consistent(y_fit, on_fit, raw_on_fit, noise_fit, restrictions)
 
+        # Noisy readings pin some constants down only together: each snap (and each shortened
+        # series) is judged with the others fitted again (none to fit with noiseless ones, which
+        # pin each alone).
+        refit = (lambda e, at, free: refitted(e, names, at, free, X_fit, y_fit, noise_fit)) if np.all(noise_fit > 0) else None
         # Constants are snapped in the expanded form, where each term has one coefficient (a
         # factored 10*x1*(0.1001*x2 + ...) hides the 1.001 to snap); only those of a law that
         # fits to the noise floor, since an approximation's constants are no law's, and simple
         # values would make it look like one.
         raw = drop_negligible_terms(expanded(self.in_units(law.expr.to_sympy(law.constants, names))), names, X_val)
-        raw = shortened_series(normalized_quotients(raw, names, X_val), acceptable)
+        raw = shortened_series(normalized_quotients(raw, names, X_val), acceptable, refit=refit)
         if (peaked := completed_squares(raw)) is not raw:
             peaked = normalized_quotients(peaked, names, X_val)  # a divisor about its centre: 1 + a*(x - x0)**2
             if acceptable(peaked):
@@ -1379,9 +1383,6 @@ class Run:
         def snappable(e: sympy.Expr) -> bool:
             return acceptable(e, restrictions=n_floats - len(e.atoms(sympy.Float)))
 
-        # Noisy readings pin some constants down only together: each snap is judged with the
-        # others fitted again (none to fit with noiseless ones, which pin each alone).
-        refit = (lambda e, at, free: refitted(e, names, at, free, X_fit, y_fit, noise_fit)) if np.all(noise_fit > 0) else None
         at_floor = self._fits_to_floor(law, val)
         snapped = snap_constants(raw, snappable, refit) if at_floor else raw
         if at_floor:
