@@ -906,6 +906,23 @@ def test_a_round_at_the_floor_ends_early_and_gives_the_next_round_its_generation
     assert is_exact(result.best.sympy_expr, "2*x0 + x1")
 
 
+def test_under_noise_a_round_with_variables_held_runs_in_full_and_the_last_ends_at_the_floor() -> None:
+    """The same law read with 1% noise: round 1's fit at the floor may be an approximation the
+    noise hides, so the round runs all its 20 generations; the last round still ends early."""
+    spec = OracleSpec((Variable("x0", 0.1, 10.0), Variable("x1", 0.1, 10.0)))
+    noise = np.random.default_rng(3)
+    oracle = CallableOracle(lambda X: 2.0 * X[:, 0] + X[:, 1] + 0.06 * noise.standard_normal(len(X)), spec)
+    config = SearchConfig(operators=("add", "mul"), population=20, generations=40, batch=32, n_trials=2)
+    reports: list[Progress] = []
+    result = run_search("racing", oracle, config, seed=0, progress=reports.append)
+
+    ran = Counter(p.round for p in reports if not p.message)
+    assert result.stopped == "completed" and ran[1] == 20
+    stops = [p.message for p in reports if p.message.startswith("at the noise floor")]
+    assert stops == [f"at the noise floor: round 2 ends after {ran[2]} of 20 generations"]
+    assert is_exact(result.best.sympy_expr, "2*x0 + x1")
+
+
 @pytest.mark.parametrize(
     ("fn", "match"),
     [
