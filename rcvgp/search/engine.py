@@ -986,6 +986,7 @@ class Run:
         cfg, rng = self.config, self.rng
         size = max(len(pop), cfg.population)
         steady = 0
+        noiseless = self.lab.noise is not None and self.lab.noise.zero  # measured before any round
         self.spare_generations = 0
         score = _scores(pop)
         for gen in range(n_generations):
@@ -1029,7 +1030,6 @@ class Run:
             self.report(gen + 1, pop)
             score = _scores(pop)
             best = _rank_key(pop[0], score[0])
-            noiseless = self.lab.noise is not None and self.lab.noise.zero
             settled = best[0] == 0 and (noiseless or not pop[0].controlled)
             steady = steady + 1 if settled and best == best_before else 0
             if steady >= _FLOOR_PATIENCE:
