@@ -303,6 +303,35 @@ def test_freeze_does_not_factor_when_no_constant_would_be_saved() -> None:
     assert expr.tokens == POLY.tokens[:6] + ("0.0",) + POLY.tokens[7:]  # c1 = 0 is standalone
 
 
+def _root_case(tokens: tuple[str, ...]) -> tuple[Run, Individual]:
+    """``tokens`` fitted with x1 held to sqrt(x0) * (2 + x1**2), a pendulum's period."""
+    spec = OracleSpec((Variable("L", 0.2, 2.0), Variable("theta0", 0.05, 0.6)))
+    oracle = CallableOracle(lambda X: np.sqrt(X[:, 0]) * (2 + X[:, 1] ** 2), spec)
+    run = Run("racing", oracle, SearchConfig(batch=16, n_trials=3), seed=0)
+    return run, run.individual(Expr(tokens), frozenset({1}), (frozenset({1}),))
+
+
+def test_freeze_makes_a_lone_constant_inside_a_root_the_scale_of_the_tree() -> None:
+    # sqrt(c*x0): c enters the curve nonlinearly but only scales it, so the held variable acts
+    # as a scale m, which the next round can grow into m * (a + b*x1**2); grown inside the root,
+    # c would need (a + b*x1**2)**2
+    run, ind = _root_case(("sqrt", "mul", "c", "x0"))
+    out = run.freeze(ind)
+    tokens = out.expr.tokens
+    assert tokens[:4] == ("mul", "c", "sqrt", "mul") and tokens[5] == "x0"
+    assert out.expr.frozen == (True, False, True, True, True, True) and out.expr.n_consts == 1
+    fitted = ind.fit.constants[:, 0]
+    assert np.allclose(out.fit.constants[:, 0] ** 2 * float(tokens[4]), fitted, rtol=1e-9)
+    assert out.settled == {0}
+
+
+def test_freeze_leaves_a_lone_constant_that_already_scales_the_curve_in_place() -> None:
+    run, ind = _root_case(("mul", "c", "sqrt", "x0"))
+    out = run.freeze(ind)
+    assert out.expr.tokens == ind.expr.tokens and out.expr.frozen == (True, False, True, True)
+    assert np.allclose(out.fit.constants[:, 0], ind.fit.constants[:, 0])
+
+
 def test_the_final_fit_reopens_the_constants_freeze_fixed() -> None:
     # the hall holds x0*x1 + sin(x2) with the sine's coefficient frozen slightly off
     run = Run("racing", oracle3(), TINY, seed=0)

@@ -1175,7 +1175,10 @@ class Run:
         is ``a + m * g`` of one curve ``g``, the held variables act on the whole expression as
         one offset and one scale: the tree is frozen whole under ``a + m * tree`` and only
         ``a`` and ``m`` stay open. Otherwise finishing the equation would need each of those
-        constants expanded into the same sub-expression, one edit at a time."""
+        constants expanded into the same sub-expression, one edit at a time. So is a lone
+        summary constant that only scales or shifts the curve but enters it nonlinearly
+        (``sqrt(c*L)``, ``x/c``): the next round then grows the scale itself, not the constant
+        inside the root."""
         cfg = self.config
         losses = ind.fit.losses
         if not (np.all(np.isfinite(losses)) and np.all(losses <= np.maximum(cfg.eps_loss, ind.fit.floor.level))):
@@ -1187,9 +1190,10 @@ class Run:
         summary = self._unexplained(ind, summary_constants(ind.fit.constants, cfg.eps_const))
         expr, fit = ind.expr.fixed(np.median(ind.fit.constants, axis=0), open_=summary), ind.fit
         fit = dataclasses.replace(fit, constants=fit.constants[:, summary], n_evals=0)
-        if summary.sum() >= 2:
+        lone = summary.sum() == 1
+        if summary.sum() >= 2 or (lone and not self._affine_in(ind, int(np.flatnonzero(summary)[0]))):
             factored = self._factor(ind)
-            if factored is not None and factored[0].n_consts < summary.sum():
+            if factored is not None and factored[0].n_consts < max(summary.sum(), 2):
                 expr, fit = factored
         trials = self.lab.cached_trials(ind.controlled)
         samples = None
@@ -1217,6 +1221,25 @@ class Run:
             if _as_good(trials, evaluate(ind.expr.tokens, trials.X, pinned), fitted):
                 theta, out[k] = pinned, False
         return out
+
+    def _affine_in(self, ind: Individual, k: int) -> bool:
+        """Whether the curve is ``a + c * b`` in constant ``k`` (``c*x``, ``c + x``): such a
+        constant already is the curve's scale or offset, and freezing it as ``m * tree`` would
+        only add nodes."""
+        trials = self.lab.cached_trials(ind.controlled)
+        if trials is None:
+            return True
+        ref = int(np.argmin(ind.fit.losses))
+        probes = np.tile(ind.fit.constants[ref], (3, 1))
+        c = probes[0, k]
+        # c, 2c and 3c keep the constant's sign, so a root or a logarithm of it stays defined.
+        probes[:, k] = c * np.arange(1, 4) if c != 0 else np.arange(3)
+        with np.errstate(all="ignore"):
+            f = np.stack([evaluate(ind.expr.tokens, trials.X[ref], p) for p in probes])
+            if not np.isfinite(f).all():
+                return False
+            bend = f[2] - 2 * f[1] + f[0]
+            return bool(np.mean(bend**2) <= _AFFINE_TOL * np.mean(f**2))
 
     def _factor(self, ind: Individual) -> tuple[Expr, FitResult] | None:
         """``a + m * tree`` with the tree frozen whole, if every trial's fitted curve is an
