@@ -1190,10 +1190,11 @@ class Run:
         summary = self._unexplained(ind, summary_constants(ind.fit.constants, cfg.eps_const))
         expr, fit = ind.expr.fixed(np.median(ind.fit.constants, axis=0), open_=summary), ind.fit
         fit = dataclasses.replace(fit, constants=fit.constants[:, summary], n_evals=0)
-        lone = summary.sum() == 1
-        if summary.sum() >= 2 or (lone and not self._affine_in(ind, int(np.flatnonzero(summary)[0]))):
+        n_open = int(summary.sum())
+        if n_open >= 2 or (n_open == 1 and not self._affine_in(ind, int(np.argmax(summary)))):
             factored = self._factor(ind)
-            if factored is not None and factored[0].n_consts < max(summary.sum(), 2):
+            # several open constants: kept only if fewer stay open; a lone one: only its scale
+            if factored is not None and factored[0].n_consts < max(n_open, 2):
                 expr, fit = factored
         trials = self.lab.cached_trials(ind.controlled)
         samples = None
