@@ -1131,7 +1131,7 @@ class Run:
     def check_time(self) -> None:
         """End the run once the wall-time budget is spent (checked after every batch of fits).
         Time only ever stops a run: nothing the search does depends on it, so a seed gives the
-        same answer on any machine unless the budget runs out."""
+        same answer on a slow machine or a busy one unless the budget runs out."""
         cap = self.config.max_seconds
         if cap is not None and time.perf_counter() - self.started > cap:
             raise StopSearch("time")
