@@ -13,7 +13,7 @@ from rcvgp.search.choice import (
     constant_errors,
     Fitted, as_fractions, choose, collected, completed_squares, drop_negligible_terms, expanded,
     factored_polynomials, folded_exponentials, merged_logs, merged_roots, normalized_quotients,
-    over_common_denominators, pareto_front, phase_shifted, predict, refitted, shared_coefficients, shortened_series,
+    over_common_denominators, pareto_front, predict, refitted, shared_coefficients, shortened_series,
     joined_phases, simple_values, snap_constants, summed_angles, written_digits,
 )
 from rcvgp.tree import Expr
@@ -263,35 +263,6 @@ def test_a_function_of_an_argument_small_over_the_data_becomes_its_series_where_
     curve = predict(near, [T], temps)
     y = curve + 0.01 * curve.std() * rng.standard_normal(1000)
     assert shortened_series(near, accept_for(near, y, 0.01 * curve.std())) == near
-
-
-def test_a_phase_of_a_tiny_argument_is_replaced_whole() -> None:
-    # livermore2/Vars5-3's 2*x0*x1 fitted as x0*(x0 + 3.56e13*x1)*sin(9.09e-24*x1 + 5.62e-14):
-    # expanded first, the phase is a sine and a cosine, neither shorter as a series alone; as a
-    # whole, with what is negligible over the data dropped, it is the law. A phase whose argument
-    # turns over the data stays.
-    from rcvgp.noisefloor import not_worse
-
-    x0, x1 = sympy.symbols("x0 x1", positive=True)
-    rng = np.random.default_rng(0)
-    X = rng.uniform(1.0, 10.0, (500, 2))
-
-    def shortened(found: sympy.Expr) -> sympy.Expr:
-        reference = predict(found, [x0, x1], X)
-        sd = np.full(len(X), 1e-9 * reference.std())
-        return shortened_series(found, lambda e: not_worse(reference, predict(e, [x0, x1], X), reference, sd),
-                                only=phase_shifted, cleaned=lambda e: drop_negligible_terms(expanded(e), [x0, x1], X))
-
-    rest = (x0 + 1) * (x1 - 3) * (x0 + x1 + 2)  # sizes are compared with the rest of the law multiplied out too
-    found = x0 * (x0 + sympy.Float(3.56e13) * x1) * sympy.sin(sympy.Float(9.09e-24) * x1 + sympy.Float(5.62e-14)) + rest
-    law = shortened(found)
-    assert not law.has(sympy.sin)
-    phase = sympy.expand(law - rest)
-    assert float(phase.coeff(x0 * x1)) == pytest.approx(3.56e13 * 5.62e-14, rel=1e-9)
-    leftover = predict(phase - phase.coeff(x0 * x1) * x0 * x1, [x0, x1], X)  # merged into the rest's terms
-    assert np.abs(leftover).max() < 1e-6 * np.abs(predict(law, [x0, x1], X)).max()
-    wave = 3 * x0 * sympy.sin(x1 + sympy.Float(0.5))
-    assert shortened(wave) == wave
 
 
 def test_a_series_drops_what_two_constants_fitted_a_hair_apart_leave() -> None:

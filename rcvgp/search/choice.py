@@ -32,7 +32,7 @@ from rcvgp.tree import Expr
 
 __all__ = [
     "MAX_DENOMINATOR", "SAME_FIT", "Fitted", "front_of", "pareto_front", "choose", "best_of", "simple_values",
-    "Refit", "snap_constants", "refitted", "shortened_series", "phase_shifted", "as_fractions", "predict", "expanded",
+    "Refit", "snap_constants", "refitted", "shortened_series", "as_fractions", "predict", "expanded",
     "drop_negligible_terms", "normalized_quotients", "tidy", "completed_squares", "merged_roots", "collected",
     "merged_logs", "folded_exponentials", "factored_polynomials", "over_common_denominators",
     "shared_coefficients", "summed_angles", "joined_phases", "written_digits", "with_floats_refitted",
@@ -341,8 +341,7 @@ def _lambdified(expr: sympy.Expr, symbols: tuple[sympy.Symbol, ...]) -> Callable
 
 
 def shortened_series(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], max_order: int = 3,
-                     refit: Refit | None = None, only: Callable[[sympy.Basic], bool] | None = None,
-                     cleaned: Callable[[sympy.Expr], sympy.Expr] | None = None) -> sympy.Expr:
+                     refit: Refit | None = None) -> sympy.Expr:
     """``expr`` with each sine, cosine or exponential, and each power of a sum ``1 + u`` (the
     divisors :func:`normalized_quotients` writes), replaced by the first terms of its Taylor
     series about 0 (to at most ``max_order``: ``1 - u**2/2`` for ``cos(u)``, ``1 - u`` for
@@ -361,10 +360,7 @@ def shortened_series(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], max
     the terms a series drops were bent to by the others, and as fitted they can be worse than the
     law by more than noise where, refitted, they are not (livermore2/Vars4-24 at 1%, ``-4.81*x0*
     x1*log(x0)`` as ``221270.6267*x0*log(x0) - 221270.6227*x0*log(x0)/(1 - 2.17e-5*x1)``, whose
-    leftover ``0.004*x0*log(x0)`` the other terms had taken up).
-
-    ``only`` limits the functions replaced to those it takes; ``cleaned`` tidies each trial before
-    its size is compared, for a series that is shorter only once its negligible terms are gone."""
+    leftover ``0.004*x0*log(x0)`` the other terms had taken up)."""
     def accepted(trial: sympy.Expr) -> sympy.Expr | None:
         trial = with_floats_refitted(trial, refit) if refit is not None else trial
         return trial if accept(trial) else None
@@ -385,15 +381,12 @@ def shortened_series(expr: sympy.Expr, accept: Callable[[sympy.Expr], bool], max
 
     powers = [p for p in expr.atoms(sympy.Pow)
               if p.base.is_Add and p.base.as_coeff_Add()[0] == 1 and not (p.exp.is_Integer and p.exp > 0)]
-    nodes = [n for n in [*expr.atoms(sympy.sin, sympy.cos, sympy.exp), *powers] if only is None or only(n)]
-    for node in sorted(nodes, key=sympy.count_ops, reverse=True):
+    for node in sorted([*expr.atoms(sympy.sin, sympy.cos, sympy.exp), *powers], key=sympy.count_ops, reverse=True):
         if not expr.has(node):
             continue  # gone with an earlier replacement
-        before = cleaned(sympy.expand(expr)) if cleaned is not None else expr  # sizes compared in one form
         for order in range(1, max_order + 1):
-            trial = sympy.expand(expr.xreplace({node: series(node, order)}))
-            trial = without_leftovers(cleaned(trial) if cleaned is not None else trial, before)
-            if sympy.count_ops(trial) < sympy.count_ops(before) and (kept := accepted(trial)) is not None:
+            trial = without_leftovers(sympy.expand(expr.xreplace({node: series(node, order)})), expr)
+            if sympy.count_ops(trial) < sympy.count_ops(expr) and (kept := accepted(trial)) is not None:
                 expr = kept
                 break
     return expr
@@ -759,14 +752,14 @@ def expanded(expr: sympy.Expr, max_ops: int = 200) -> sympy.Expr:
         # A phase, cos(x0 + 1.5704), is a sum of sin(x0) and cos(x0) terms whose coefficients
         # can then merge with the others, and snap: -cos(x0 - 11.63) + 0.80*cos(x0 + 1.57) is
         # -0.59*cos(x0) + 0.002*sin(x0).
-        expr = expr.replace(phase_shifted, sympy.expand_trig)
+        expr = expr.replace(_phase_shifted, sympy.expand_trig)
         out = sympy.expand(expr)
         return out if sympy.count_ops(out) <= 1.5 * ops + 10 else expr
     except (TypeError, ValueError, RecursionError):
         return expr
 
 
-def phase_shifted(e: sympy.Basic) -> bool:
+def _phase_shifted(e: sympy.Basic) -> bool:
     """A sine or cosine of a sum with a number in it."""
     return isinstance(e, (sympy.sin, sympy.cos)) and e.args[0].is_Add and any(a.is_number for a in e.args[0].args)
 

@@ -42,8 +42,8 @@ from rcvgp.search.base import (
 from rcvgp.search.choice import (
     SAME_FIT, Fitted, best_of, choose, collected, completed_squares, constant_errors, drop_negligible_terms, expanded,
     factored_polynomials, folded_exponentials, front_of, joined_phases, merged_logs, merged_roots, normalized_quotients,
-    over_common_denominators, pareto_front, phase_shifted, predict, refitted, shared_coefficients, shortened_series,
-    snap_constants, summed_angles, tidy, with_floats_refitted, written_digits,
+    over_common_denominators, pareto_front, predict, refitted, shared_coefficients, shortened_series, snap_constants,
+    summed_angles, tidy, with_floats_refitted, written_digits,
 )
 from rcvgp.search.fitting import FitJob, Fitter
 from rcvgp.tree import CONST_TOKEN, Expr, arity, is_var, reopened, subtree_end
@@ -1404,15 +1404,8 @@ class Run:
         # factored 10*x1*(0.1001*x2 + ...) hides the 1.001 to snap); only those of a law that
         # fits to the noise floor, since an approximation's constants are no law's, and simple
         # values would make it look like one.
-        def cleaned(e: sympy.Expr) -> sympy.Expr:
-            return drop_negligible_terms(expanded(e), names, X_val)
-
-        # A phase is split into a sine and a cosine when expanded, and a series of either alone is
-        # no shorter, so a phase of a tiny argument is replaced whole first: 2*x0*x2 fitted as
-        # 3.56e13*x0*x2*sin(9.09e-20*x2 + 5.62e-14) (livermore2/Vars5-3).
-        raw = shortened_series(self.in_units(law.expr.to_sympy(law.constants, names)), acceptable, refit=refit,
-                               only=phase_shifted, cleaned=cleaned)
-        raw = shortened_series(normalized_quotients(cleaned(raw), names, X_val), acceptable, refit=refit)
+        raw = drop_negligible_terms(expanded(self.in_units(law.expr.to_sympy(law.constants, names))), names, X_val)
+        raw = shortened_series(normalized_quotients(raw, names, X_val), acceptable, refit=refit)
         if (peaked := completed_squares(raw)) is not raw:
             peaked = normalized_quotients(peaked, names, X_val)  # a divisor about its centre: 1 + a*(x - x0)**2
             if acceptable(peaked):
